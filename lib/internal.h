@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/* Definitions shared by the files of the library; not installed. */
+#ifndef ASYNCPOOL_INTERNAL_H
+#define ASYNCPOOL_INTERNAL_H
+
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <asyncpool.h>
+
+#define AP_EXPORT __attribute__((visibility("default")))
+#define AP_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define AP_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define AP_CACHE_LINE 64
+/* Every buffer starts on a cache line: buffer_size is a multiple of this. */
+#define AP_BUFFER_ALIGN 64
+
+static inline size_t ap_align_up(size_t v, size_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+/* Zero-check the tail of an extensible struct that this build does not know. */
+static inline bool ap_tail_is_zero(const void *opts, size_t known, size_t given)
+{
+	const unsigned char *p = opts;
+
+	for (size_t i = known; i < given; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/* ---- slab ---- */
+struct asyncpool_slab {
+	_Atomic uint32_t refs;
+	void    *base;
+	size_t   buffer_size;
+	uint32_t buffer_count;
+	size_t   length;        /* buffer_size * buffer_count */
+	size_t   map_length;    /* length rounded up to page_size; 0 if wrapped */
+	size_t   page_size;
+	void   (*destroy)(void *ctx);
+	void    *destroy_ctx;
+};
+
+/* ---- proactor backends ---- */
+struct proactor_ops {
+	const char *name;
+	/* Register r (its slab, access and geometry are set); fill r->backend. */
+	int  (*register_region)(struct asyncpool_proactor *p, struct asyncpool_region *r);
+	/* Undo register_region; called once, on the region's last unref. */
+	void (*unregister_region)(struct asyncpool_proactor *p, struct asyncpool_region *r);
+	/* buffer_index is in range when these are called. */
+	int  (*fixed_index)(const struct asyncpool_region *r, uint32_t buffer_index);
+	int  (*buffer_group)(const struct asyncpool_region *r);
+	int  (*recv_lease)(struct asyncpool_region *r, const struct io_uring_cqe *cqe,
+			   struct asyncpool_lease *out);
+	/* Free the backend state; the proactor has no regions left. */
+	void (*destroy)(struct asyncpool_proactor *p);
+};
+
+struct asyncpool_proactor {
+	const struct proactor_ops *ops;
+	_Atomic uint32_t regions;       /* live regions */
+	void *backend;
+};
+
+struct asyncpool_region {
+	_Atomic uint32_t refs;
+	struct asyncpool_proactor *proactor;
+	struct asyncpool_slab *slab;
+	char    *base;
+	size_t   buffer_size;
+	uint32_t buffer_count;
+	uint32_t access;
+	void    *backend;
+};
+
+/* proactor.c: allocate a proactor with the given backend. */
+int ap_proactor_new(const struct proactor_ops *ops, void *backend,
+		    struct asyncpool_proactor **out);
+
+#endif /* ASYNCPOOL_INTERNAL_H */

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The backend-neutral half of a proactor: lifetime and registration.
+ * Each backend (proactor_memory.c, proactor_uring.c) supplies its ops.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+
+int ap_proactor_new(const struct proactor_ops *ops, void *backend,
+		    struct asyncpool_proactor **out)
+{
+	struct asyncpool_proactor *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	p->ops = ops;
+	p->backend = backend;
+	atomic_init(&p->regions, 0);
+	*out = p;
+	return 0;
+}
+
+AP_EXPORT int asyncpool_proactor_destroy(struct asyncpool_proactor *p)
+{
+	if (!p)
+		return -EINVAL;
+	if (atomic_load_explicit(&p->regions, memory_order_acquire) != 0)
+		return -EBUSY;
+	if (p->ops->destroy)
+		p->ops->destroy(p);
+	free(p);
+	return 0;
+}
+
+AP_EXPORT int asyncpool_proactor_register_slab(struct asyncpool_proactor *p,
+					       struct asyncpool_slab *slab,
+					       uint32_t access,
+					       struct asyncpool_region **out)
+{
+	struct asyncpool_region *r;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!p || !slab)
+		return -EINVAL;
+	if (access == 0 || (access & ~(ASYNCPOOL_ACCESS_READ | ASYNCPOOL_ACCESS_WRITE)))
+		return -EINVAL;
+
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	atomic_init(&r->refs, 1);
+	r->proactor = p;
+	r->slab = slab;
+	r->base = slab->base;
+	r->buffer_size = slab->buffer_size;
+	r->buffer_count = slab->buffer_count;
+	r->access = access;
+	rc = p->ops->register_region(p, r);
+	if (rc) {
+		free(r);
+		return rc;
+	}
+	asyncpool_slab_ref(slab);
+	atomic_fetch_add_explicit(&p->regions, 1, memory_order_relaxed);
+	*out = r;
+	return 0;
+}

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/* Regions: a registered slab, ref-counted, and its accessors. */
+#include "internal.h"
+
+#include <stdlib.h>
+
+AP_EXPORT struct asyncpool_region *asyncpool_region_ref(struct asyncpool_region *r)
+{
+	if (r)
+		atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
+	return r;
+}
+
+AP_EXPORT void asyncpool_region_unref(struct asyncpool_region *r)
+{
+	struct asyncpool_proactor *p;
+
+	if (!r || atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	p = r->proactor;
+	p->ops->unregister_region(p, r);
+	asyncpool_slab_unref(r->slab);
+	free(r);
+	atomic_fetch_sub_explicit(&p->regions, 1, memory_order_release);
+}
+
+AP_EXPORT struct asyncpool_slab *asyncpool_region_slab(const struct asyncpool_region *r)
+{
+	return r ? r->slab : NULL;
+}
+
+AP_EXPORT struct asyncpool_proactor *asyncpool_region_proactor(const struct asyncpool_region *r)
+{
+	return r ? r->proactor : NULL;
+}
+
+AP_EXPORT void *asyncpool_region_base(const struct asyncpool_region *r)
+{
+	return r ? r->base : NULL;
+}
+
+AP_EXPORT size_t asyncpool_region_buffer_size(const struct asyncpool_region *r)
+{
+	return r ? r->buffer_size : 0;
+}
+
+AP_EXPORT uint32_t asyncpool_region_buffer_count(const struct asyncpool_region *r)
+{
+	return r ? r->buffer_count : 0;
+}
+
+AP_EXPORT uint32_t asyncpool_region_access(const struct asyncpool_region *r)
+{
+	return r ? r->access : 0;
+}
+
+AP_EXPORT int asyncpool_region_fixed_index(const struct asyncpool_region *r,
+					   uint32_t buffer_index)
+{
+	if (!r || buffer_index >= r->buffer_count)
+		return -EINVAL;
+	return r->proactor->ops->fixed_index(r, buffer_index);
+}
+
+AP_EXPORT int asyncpool_region_buffer_group(const struct asyncpool_region *r)
+{
+	if (!r)
+		return -EINVAL;
+	return r->proactor->ops->buffer_group(r);
+}
+
+AP_EXPORT int asyncpool_region_recv_lease(struct asyncpool_region *r,
+					  const struct io_uring_cqe *cqe,
+					  struct asyncpool_lease *out)
+{
+	if (!out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	if (!r || !cqe)
+		return -EINVAL;
+	return r->proactor->ops->recv_lease(r, cqe, out);
+}

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * 8 threads x 1M acquire/release on one pool, with an ownership check:
+ * each holder writes its id into the buffer and checks it before release.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <asyncpool.h>
+#include "tap.h"
+
+#define THREADS 8
+#define BUFFERS 16
+
+static long iterations = 1000000;
+static struct asyncpool *pool;
+static atomic_long violations, empties, others;
+
+static void *worker(void *arg)
+{
+	uint64_t id = (uintptr_t)arg;
+
+	for (long i = 0; i < iterations; i++) {
+		struct asyncpool_lease l;
+		volatile uint64_t *word;
+		int rc = asyncpool_acquire(pool, &l);
+
+		if (rc == -ENOBUFS) {
+			atomic_fetch_add(&empties, 1);
+			i--;
+			continue;
+		}
+		if (rc) {
+			atomic_fetch_add(&others, 1);
+			break;
+		}
+		word = asyncpool_span_ptr(l.span);
+		word[0] = id;
+		word[1] = (uint64_t)i;
+		word[7] = id ^ (uint64_t)i;
+		if (word[0] != id || word[1] != (uint64_t)i || word[7] != (id ^ (uint64_t)i))
+			atomic_fetch_add(&violations, 1);
+		asyncpool_lease_release(&l);
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	struct asyncpool_slab_options o;
+	struct asyncpool_proactor *p;
+	struct asyncpool_slab *s;
+	struct asyncpool_region *r;
+	struct asyncpool_stats st;
+	pthread_t t[THREADS];
+	const char *env = getenv("ASYNCPOOL_STRESS_ITERATIONS");
+
+	if (env)
+		iterations = strtol(env, NULL, 10);
+	memset(&o, 0, sizeof(o));
+	o.size = sizeof(o);
+	o.buffer_size = 64;
+	o.buffer_count = BUFFERS;
+	o.numa_node = -1;
+	if (asyncpool_proactor_create_memory(&p) || asyncpool_slab_create(&o, &s) ||
+	    asyncpool_proactor_register_slab(p, s, ASYNCPOOL_ACCESS_READ, &r) ||
+	    asyncpool_create(r, &pool))
+		bail_out("setup");
+	asyncpool_slab_unref(s);
+	asyncpool_region_unref(r);
+
+	for (uintptr_t i = 0; i < THREADS; i++)
+		pthread_create(&t[i], NULL, worker, (void *)(i + 1));
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	diag("%d threads x %ld acquire/release on %d buffers; %ld empty retries",
+	     THREADS, iterations, BUFFERS, atomic_load(&empties));
+	is_int(atomic_load(&violations), 0, "no buffer was held by two threads at once");
+	is_int(atomic_load(&others), 0, "no error but -ENOBUFS");
+	is_int(asyncpool_available(pool), BUFFERS, "available == capacity at the end");
+	st.size = sizeof(st);
+	asyncpool_stats(pool, &st);
+	is_int(st.bad_releases, 0, "no bad release");
+	is_int(st.corruptions, 0, "no corruption");
+	is_int(asyncpool_destroy(pool), 0, "destroy");
+	is_int(asyncpool_proactor_destroy(p), 0, "proactor destroy");
+	return done_testing();
+}

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/* asyncpool: demo, benchmark and inspect libasyncpool. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <asyncpool.h>
+#include "tool.h"
+
+static void usage(FILE *f)
+{
+	fputs("Usage: asyncpool COMMAND [OPTIONS]\n"
+	      "\n"
+	      "Commands:\n"
+	      "  demo    acquire, fill, verify and release buffers from a pool\n"
+	      "  bench   measure acquire+release against a mutex baseline\n"
+	      "\n"
+	      "Options:\n"
+	      "  -h, --help     show this help\n"
+	      "  -V, --version  show the version\n"
+	      "\n"
+	      "See asyncpool(1).\n", f);
+}
+
+int tool_memory_pool(struct asyncpool_proactor **p, struct asyncpool **pool,
+		     size_t size, uint32_t count)
+{
+	struct asyncpool_slab_options o;
+	struct asyncpool_slab *s;
+	struct asyncpool_region *r;
+	int rc;
+
+	memset(&o, 0, sizeof(o));
+	o.size = sizeof(o);
+	o.buffer_size = size;
+	o.buffer_count = count;
+	o.numa_node = -1;
+	o.flags = ASYNCPOOL_SLAB_POPULATE;
+	rc = asyncpool_proactor_create_memory(p);
+	if (rc)
+		return rc;
+	rc = asyncpool_slab_create(&o, &s);
+	if (rc)
+		goto fail_p;
+	rc = asyncpool_proactor_register_slab(*p, s, ASYNCPOOL_ACCESS_READ, &r);
+	asyncpool_slab_unref(s);
+	if (rc)
+		goto fail_p;
+	rc = asyncpool_create(r, pool);
+	asyncpool_region_unref(r);
+	if (rc)
+		goto fail_p;
+	return 0;
+fail_p:
+	asyncpool_proactor_destroy(*p);
+	return rc;
+}
+
+void tool_memory_pool_free(struct asyncpool_proactor *p, struct asyncpool *pool)
+{
+	asyncpool_destroy(pool);
+	asyncpool_proactor_destroy(p);
+}
+
+unsigned long tool_number(const char *opt, const char *arg, unsigned long max)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = arg ? strtoul(arg, &end, 10) : 0;
+	if (!arg || errno || *end || v == 0 || v > max || arg[0] == '-') {
+		fprintf(stderr, "asyncpool: %s takes a number from 1 to %lu\n", opt, max);
+		exit(2);
+	}
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
+		printf("asyncpool %s (libasyncpool %s)\n", PACKAGE_VERSION, asyncpool_version());
+		return 0;
+	}
+	if (!strcmp(argv[1], "demo"))
+		return cmd_demo(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "bench"))
+		return cmd_bench(argc - 1, argv + 1);
+	fprintf(stderr, "asyncpool: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}
