@@ -27,8 +27,13 @@ static void shm_clear(struct asyncpool_shm *shm)
 	shm->fd = -1;
 }
 
-/* Map all of fd, which this function now owns (closed on failure). */
-static int shm_map(int fd, struct asyncpool_shm *out)
+/*
+ * Map all of fd, which this function now owns (closed on failure).
+ * With check_seals, a file that can carry seals (a memfd, but also any
+ * tmpfs file) must carry F_SEAL_SHRINK.  A named object never can: its
+ * name and mode say whom it trusts, so open_named does not ask.
+ */
+static int shm_map(int fd, bool check_seals, struct asyncpool_shm *out)
 {
 	struct stat st;
 	void *base;
@@ -47,7 +52,7 @@ static int shm_map(int fd, struct asyncpool_shm *out)
 		goto fail;
 	}
 	/* F_GET_SEALS fails with EINVAL on files that cannot be sealed. */
-	seals = fcntl(fd, F_GET_SEALS);
+	seals = check_seals ? fcntl(fd, F_GET_SEALS) : -1;
 	if (seals >= 0 && !(seals & F_SEAL_SHRINK)) {
 		rc = -EPERM;
 		goto fail;
@@ -150,7 +155,7 @@ AP_EXPORT int asyncpool_shm_open_fd(int fd, struct asyncpool_shm *out)
 	own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (own < 0)
 		return -errno;
-	return shm_map(own, out);
+	return shm_map(own, true, out);
 }
 
 /* "/name": one leading slash, no other, not empty, at most NAME_MAX. */
@@ -221,7 +226,7 @@ AP_EXPORT int asyncpool_shm_open_named(const char *name, struct asyncpool_shm *o
 	fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	return shm_map(fd, out);
+	return shm_map(fd, false, out);
 }
 
 AP_EXPORT int asyncpool_shm_unlink_named(const char *name)
