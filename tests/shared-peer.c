@@ -210,7 +210,7 @@ static int do_stress(int fd, unsigned long n)
 		p = asyncpool_span_ptr(l.span);
 		p[0] = pid;
 		p[1] = seq;
-		if (k % 64 == 0)
+		if (k % 1024 == 0)
 			sched_yield();  /* hold it across a reschedule now and then */
 		if (p[0] != pid || p[1] != seq)
 			res[1]++;
