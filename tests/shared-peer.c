@@ -10,6 +10,7 @@
  *                  buffer and release it by index (or adopt + release)
  *   stress N       N acquire/write/check/release cycles after a go byte
  *   scribble MS    write random values into the head and next[] for MS ms
+ *   scribble-all MS  the same, and into the header and counters too
  */
 #include "config.h"
 
@@ -223,7 +224,7 @@ static int do_stress(int fd, unsigned long n)
 	return 0;
 }
 
-static int do_scribble(int fd, unsigned long ms)
+static int do_scribble(int fd, unsigned long ms, bool header)
 {
 	struct asyncpool_shm shm;
 	const struct ap_pool_header *h;
@@ -231,12 +232,14 @@ static int do_scribble(int fd, unsigned long ms)
 	_Atomic uint32_t *next;
 	uint32_t count;
 	uint64_t x = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull | 1, writes = 0, end;
+	char good[128];
 
 	if (asyncpool_shm_open_fd(fd, &shm))
 		die("shm_open_fd");
 	close(fd);
 	h = shm.base;
 	count = h->buffer_count;        /* from our own creator: trusted here */
+	memcpy(good, shm.base, sizeof(good));
 	head = (void *)((char *)shm.base + AP_OFF_HEAD);
 	next = (void *)((char *)shm.base + AP_OFF_NEXT);
 	if (write_full(sock, &count, sizeof(count)))
@@ -256,12 +259,23 @@ static int do_scribble(int fd, unsigned long ms)
 			default: v = (uint32_t)(x >> 16); break;
 			}
 			which = (uint32_t)(x >> 40) % (count + 1);
-			if (which == count)
+			if (header && (x >> 36 & 3) == 0)
+				/* a header or counters word, but the magic and
+				 * version (test-shared-validate covers them) */
+				atomic_store_explicit((_Atomic uint32_t *)shm.base +
+						      2 + (x >> 20) % 62, v, memory_order_relaxed);
+			else if (which == count)
 				atomic_store_explicit(head, ((x >> 32) << 32) | v,
 						      memory_order_relaxed);
 			else
 				atomic_store_explicit(&next[which], v, memory_order_relaxed);
 			writes++;
+		}
+		/* now and then a good header again, so that opens get past it */
+		if (header && writes % 4096 == 0) {
+			memcpy((char *)shm.base + 8, good + 8, sizeof(good) - 8);
+			atomic_store_explicit(head, AP_HEAD_MAKE(0, 0), memory_order_relaxed);
+			usleep(500);
 		}
 		sched_yield();
 	}
@@ -292,7 +306,9 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[2], "stress"))
 		return do_stress(fd, arg);
 	if (!strcmp(argv[2], "scribble"))
-		return do_scribble(fd, arg);
+		return do_scribble(fd, arg, false);
+	if (!strcmp(argv[2], "scribble-all"))
+		return do_scribble(fd, arg, true);
 	die("unknown mode");
 	return 3;
 }

@@ -4,6 +4,8 @@
  * word and next[] of a shared pool while this one acquires, writes,
  * adopts and releases for 2 s (ASYNCPOOL_HOSTILE_MS).  No crash, no
  * hang, every lease inside the buffer memory, only documented errors.
+ * Then a quarter of that time with the header scribbled too, while this
+ * process also opens the pool again and again.
  * Meant to run under AddressSanitizer too (--enable-sanitizers).
  */
 #include "config.h"
@@ -23,6 +25,84 @@
 #define BS 64
 #define HOLD 8
 
+/* The header too: opens validate it, checks may find it bad. */
+static void header_phase(unsigned long ms)
+{
+	struct asyncpool_shared_options o;
+	struct asyncpool_shared *sp, *again;
+	struct asyncpool *pool;
+	char *base, arg[32];
+	unsigned long opens[4] = { 0, 0, 0, 0 }, wrong = 0, outside = 0, ops = 0;
+	uint32_t count = 0;
+	uint64_t writes = 0;
+	int sock, done = 0;
+	pid_t pid;
+
+	memset(&o, 0, sizeof(o));
+	o.size = sizeof(o);
+	o.buffer_size = BS;
+	o.buffer_count = N;
+	if (asyncpool_shared_create(&o, &sp))
+		bail_out("shared_create");
+	pool = asyncpool_shared_pool(sp);
+	base = asyncpool_region_base(asyncpool_shared_region(sp));
+	snprintf(arg, sizeof(arg), "%lu", ms);
+	pid = spawn_peer(&sock, "scribble-all", arg);
+	if (pid < 0)
+		bail_out("spawn");
+	asyncpool_shm_send_fd(sock, asyncpool_shared_fd(sp));
+	ok(read_full(sock, &count, sizeof(count)) == 0 && count == N, "the header scribbler mapped the pool");
+	while (!done) {
+		struct pollfd pfd = { .fd = sock, .events = POLLIN };
+		int rc;
+
+		for (int k = 0; k < 256; k++, ops++) {
+			struct asyncpool_lease l;
+
+			rc = asyncpool_acquire(pool, &l);
+			if (rc == 0) {
+				if (asyncpool_span_ptr(l.span) != base + (size_t)l.buffer_index * BS ||
+				    l.buffer_index >= N)
+					outside++;
+				else
+					memset(asyncpool_span_ptr(l.span), 1, BS);
+				rc = asyncpool_release_index(pool, l.buffer_index);
+				if (rc && rc != -EALREADY && rc != -EUCLEAN)
+					wrong++;
+			} else if (rc != -ENOBUFS && rc != -EUCLEAN) {
+				wrong++;
+			}
+		}
+		rc = asyncpool_shared_open_fd(asyncpool_shared_fd(sp), &again);
+		if (rc == 0) {
+			opens[0]++;
+			asyncpool_shared_close(again);
+		} else if (rc == -EPROTO) {
+			opens[1]++;
+		} else if (rc == -EPROTONOSUPPORT) {
+			opens[2]++;
+		} else if (rc == -EBADMSG) {
+			opens[3]++;
+		} else {
+			wrong++;
+		}
+		rc = asyncpool_check(pool);
+		if (rc && rc != -EUCLEAN && rc != -EBADMSG)
+			wrong++;
+		done = poll(&pfd, 1, 0) != 0;
+	}
+	if (read_full(sock, &writes, sizeof(writes)))
+		writes = 0;
+	ok(writes > 0, "header phase: %llu random values written", (unsigned long long)writes);
+	is_int(wait_peer(pid), 0, "the header scribbler exited 0");
+	close(sock);
+	is_int(outside, 0, "header phase: every lease inside the buffer memory");
+	is_int(wrong, 0, "header phase: only documented errors");
+	diag("header phase: %lu ops; opens: %lu ok, %lu EPROTO, %lu EPROTONOSUPPORT, %lu EBADMSG",
+	     ops, opens[0], opens[1], opens[2], opens[3]);
+	asyncpool_shared_close(sp);
+}
+
 int main(void)
 {
 	unsigned long ms = env_number("ASYNCPOOL_HOSTILE_MS", 2000);
@@ -38,7 +118,7 @@ int main(void)
 	int sock, done = 0;
 	pid_t pid;
 
-	plan(9);
+	plan(14);
 	memset(&o, 0, sizeof(o));
 	o.size = sizeof(o);
 	o.buffer_size = BS;
@@ -155,5 +235,6 @@ int main(void)
 	for (int i = 0; i < HOLD; i++)
 		held[i].release.fn = NULL;     /* the pool is garbage: nothing to give back */
 	asyncpool_shared_close(sp);
+	header_phase(ms / 4 ? ms / 4 : 1);
 	return done_testing();
 }
