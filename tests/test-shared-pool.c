@@ -8,6 +8,7 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdint.h>
@@ -116,6 +117,20 @@ static void test_storage_and_create(void)
 	is_int(asyncpool_proactor_destroy(p), 0, "the handles freed their regions");
 }
 
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
 static void test_bundle_errors(void)
 {
 	struct asyncpool_shared_options o;
@@ -167,7 +182,12 @@ static void test_bundle_errors(void)
 	is_int(asyncpool_shared_open_named(name, &sp), -ENOENT, "shared_open_named: missing");
 	if (asyncpool_shm_create(65536, 0, &shm))
 		bail_out("shm");
-	is_int(asyncpool_shared_open_fd(shm.fd, &sp), -EPROTO, "shared_open_fd: no pool in it");
+	{
+		int before = count_fds();
+
+		is_int(asyncpool_shared_open_fd(shm.fd, &sp), -EPROTO, "shared_open_fd: no pool in it");
+		is_int(count_fds(), before, "shared_open_fd: no fd left behind by a failure");
+	}
 	asyncpool_shm_close(&shm);
 
 	/* A pool layout without room for its buffers after it. */
