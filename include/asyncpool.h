@@ -16,5 +16,6 @@
 #include <asyncpool/span.h>
 #include <asyncpool/pool.h>
 #include <asyncpool/shm.h>
+#include <asyncpool/shared.h>
 
 #endif /* ASYNCPOOL_H */

@@ -17,6 +17,7 @@ static void usage(FILE *f)
 	      "Commands:\n"
 	      "  demo    acquire, fill, verify and release buffers from a pool\n"
 	      "  bench   measure acquire+release against a mutex baseline\n"
+	      "  inspect print and check a shared pool: inspect NAME|FD-PATH\n"
 	      "\n"
 	      "Options:\n"
 	      "  -h, --help     show this help\n"
@@ -97,6 +98,8 @@ int main(int argc, char **argv)
 		return cmd_demo(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "bench"))
 		return cmd_bench(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "inspect"))
+		return cmd_inspect(argc - 1, argv + 1);
 	fprintf(stderr, "asyncpool: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

@@ -11,6 +11,7 @@ struct asyncpool_proactor;
 
 int cmd_demo(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
 
 /* Monotonic time in nanoseconds. */
 static inline uint64_t tool_now_ns(void)

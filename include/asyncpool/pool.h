@@ -52,6 +52,8 @@ int asyncpool_open_shared(void *mem, size_t size, struct asyncpool_region *r,
 int asyncpool_release_index(struct asyncpool *pool, uint32_t buffer_index);
 int asyncpool_lease_adopt(struct asyncpool *pool, uint32_t buffer_index,
 			  struct asyncpool_lease *out);
+/* Audit the freelist: 0, -EUCLEAN (freelist) or -EBADMSG (header). */
+int asyncpool_check(const struct asyncpool *pool);
 
 #ifdef __cplusplus
 }

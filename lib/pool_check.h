@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Checks of a pool layout that may come from another process: the
+ * header validation of asyncpool_open_shared() and the freelist audit of
+ * asyncpool_check().  Only reads, and needs nothing but the layout, so
+ * that `asyncpool inspect` uses the same code on a read-only mapping.
+ */
+#ifndef ASYNCPOOL_POOL_CHECK_H
+#define ASYNCPOOL_POOL_CHECK_H
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "pool_layout.h"
+
+#ifndef AP_MAX_COUNT
+#define AP_MAX_COUNT 0x7ffffffeu        /* ASYNCPOOL_MAX_BUFFERS */
+#endif
+
+/* Where each part of a version 1 layout of count buffers lives. */
+struct ap_v1_geometry {
+	uint64_t per;                   /* bytes of next[] and of owners[] */
+	uint64_t owners_offset;
+	uint64_t attach_offset;
+	uint64_t storage_size;
+};
+
+static inline void ap_v1_geometry(uint32_t count, bool shared, struct ap_v1_geometry *g)
+{
+	g->per = ((uint64_t)count * 4 + 63) & ~(uint64_t)63;
+	g->owners_offset = shared ? AP_OFF_NEXT + g->per : 0;
+	g->attach_offset = shared ? AP_OFF_NEXT + 2 * g->per : 0;
+	g->storage_size = AP_OFF_NEXT + g->per +
+			  (shared ? g->per + (uint64_t)AP_ATTACH_SLOTS * AP_ATTACH_SIZE : 0);
+}
+
+/* An offset of a part of len bytes: aligned, inside the storage, where v1 puts it. */
+static inline bool ap_offset_ok(uint64_t off, uint64_t len, uint64_t storage, uint64_t want)
+{
+	return off % 64 == 0 && off <= storage && len <= storage - off && off == want;
+}
+
+/*
+ * Validate the header at mem, of which size bytes are mapped, and copy
+ * it to *copy (later reads must use the copy: a peer may change the
+ * original).  The magic is read first, with acquire, and nothing else
+ * is read unless it is there.  0, -EPROTO (magic), -EPROTONOSUPPORT
+ * (version) or -EBADMSG (any other field).
+ */
+static inline int ap_header_check(const void *mem, size_t size, bool shared,
+				  struct ap_pool_header *copy)
+{
+	const struct ap_pool_header *h = mem;
+	struct ap_v1_geometry g;
+	uint32_t magic;
+
+	memset(copy, 0, sizeof(*copy));
+	if (size < sizeof(*h) || (uintptr_t)mem % 64)
+		return -EBADMSG;
+	magic = atomic_load_explicit(&h->magic, memory_order_acquire);
+	if (magic != AP_POOL_MAGIC)
+		return -EPROTO;
+	memcpy((char *)copy + sizeof(copy->magic), (const char *)mem + sizeof(h->magic),
+	       sizeof(*copy) - sizeof(copy->magic));
+	atomic_init(&copy->magic, magic);
+	if (copy->version != AP_POOL_VERSION)
+		return -EPROTONOSUPPORT;
+	if (copy->header_size != sizeof(*copy))
+		return -EBADMSG;
+	if (copy->flags != (shared ? AP_POOL_F_SHARED : 0u))
+		return -EBADMSG;
+	if (copy->buffer_count == 0 || copy->buffer_count > AP_MAX_COUNT)
+		return -EBADMSG;
+	if (copy->buffer_size == 0 || copy->buffer_size % 64)
+		return -EBADMSG;
+	if (copy->attach_slots != (shared ? AP_ATTACH_SLOTS : 0u))
+		return -EBADMSG;
+	ap_v1_geometry(copy->buffer_count, shared, &g);
+	if (copy->storage_size != g.storage_size || copy->storage_size > size)
+		return -EBADMSG;
+	if (!ap_offset_ok(copy->head_offset, 64, g.storage_size, AP_OFF_HEAD) ||
+	    !ap_offset_ok(copy->counters_offset, 64, g.storage_size, AP_OFF_COUNTERS) ||
+	    !ap_offset_ok(copy->next_offset, g.per, g.storage_size, AP_OFF_NEXT))
+		return -EBADMSG;
+	if (shared &&
+	    (!ap_offset_ok(copy->owners_offset, g.per, g.storage_size, g.owners_offset) ||
+	     !ap_offset_ok(copy->attach_offset, (uint64_t)AP_ATTACH_SLOTS * AP_ATTACH_SIZE,
+			   g.storage_size, g.attach_offset)))
+		return -EBADMSG;
+	if (!shared && (copy->owners_offset || copy->attach_offset))
+		return -EBADMSG;
+	for (size_t i = 0; i < sizeof(copy->reserved) / sizeof(copy->reserved[0]); i++)
+		if (copy->reserved[i])
+			return -EBADMSG;
+	return 0;
+}
+
+/* What a walk of the freelist found. */
+struct ap_audit {
+	uint32_t head_index;
+	uint32_t head_tag;
+	uint32_t free;          /* buffers on the list */
+	uint32_t leased;        /* buffers marked AP_FL_LEASED */
+	uint32_t lost;          /* buffers neither on the list nor leased */
+	const char *problem;    /* the first inconsistency, or NULL */
+	uint32_t problem_index; /* the buffer it was seen at, or AP_FL_END */
+};
+
+static inline void ap_audit_fail(struct ap_audit *a, const char *what, uint32_t at)
+{
+	if (!a->problem) {
+		a->problem = what;
+		a->problem_index = at;
+	}
+}
+
+/*
+ * Walk the freelist from head through next[] (count entries), with seen
+ * a zeroed bitmap of count bits.  The walk stops at the first index
+ * that is out of range or seen twice, so it takes at most count steps.
+ * The list is consistent when every buffer is either on it once or
+ * leased.  Exact only while no one changes the pool.  0 or -EUCLEAN.
+ */
+static inline int ap_freelist_audit(uint64_t head, const _Atomic uint32_t *next,
+				    uint32_t count, unsigned char *seen, struct ap_audit *a)
+{
+	uint32_t i = AP_HEAD_INDEX(head), from = AP_FL_END;
+
+	memset(a, 0, sizeof(*a));
+	a->head_index = i;
+	a->head_tag = AP_HEAD_TAG(head);
+	a->problem_index = AP_FL_END;
+	while (i != AP_FL_END) {
+		if (i >= count) {
+			ap_audit_fail(a, from == AP_FL_END ? "head index out of range" :
+				      i == AP_FL_LEASED ? "the list reaches a leased buffer" :
+				      "next index out of range", from);
+			break;
+		}
+		if (seen[i / 8] & (1u << (i % 8))) {
+			ap_audit_fail(a, "the list has a cycle", i);
+			break;
+		}
+		seen[i / 8] |= (unsigned char)(1u << (i % 8));
+		a->free++;
+		from = i;
+		i = atomic_load_explicit((_Atomic uint32_t *)&next[i], memory_order_relaxed);
+	}
+	for (uint32_t j = 0; j < count; j++) {
+		uint32_t v = atomic_load_explicit((_Atomic uint32_t *)&next[j],
+						  memory_order_relaxed);
+
+		if (seen[j / 8] & (1u << (j % 8)))
+			continue;
+		if (v == AP_FL_LEASED) {
+			a->leased++;
+		} else {
+			a->lost++;
+			ap_audit_fail(a, "a buffer is neither free nor leased", j);
+		}
+	}
+	if ((uint64_t)a->free + a->leased != count)
+		ap_audit_fail(a, "free + leased is not the capacity", AP_FL_END);
+	return a->problem ? -EUCLEAN : 0;
+}
+
+#endif /* ASYNCPOOL_POOL_CHECK_H */

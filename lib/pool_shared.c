@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared pools: the freelist layout of pool.c in memory that several
+ * processes map.  The creator initialises it and publishes the magic
+ * last; everyone else validates the header before touching the rest.
+ * Hand-off by index, and the freelist audit.
+ */
+#include "pool.h"
+#include "pool_check.h"
+
+#include <stdlib.h>
+
+_Static_assert(AP_MAX_COUNT == ASYNCPOOL_MAX_BUFFERS, "one limit");
+
+AP_EXPORT int asyncpool_shared_storage_size(uint32_t buffer_count, size_t *out)
+{
+	if (!out)
+		return -EINVAL;
+	*out = 0;
+	return ap_layout_size(buffer_count, true, out);
+}
+
+static int shared_args(void *mem, struct asyncpool_region *r, struct asyncpool **out)
+{
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!mem || (uintptr_t)mem % AP_CACHE_LINE)
+		return -EINVAL;
+	return ap_pool_check_region(r);
+}
+
+static int shared_handle(void *mem, size_t storage_size, struct asyncpool_region *r,
+			 struct asyncpool **out)
+{
+	struct asyncpool *pool = calloc(1, sizeof(*pool));
+
+	if (!pool)
+		return -ENOMEM;
+	ap_pool_bind(pool, mem, r);
+	pool->storage_size = storage_size;
+	pool->owns_storage = false;
+	pool->shared = true;
+	*out = pool;
+	return 0;
+}
+
+AP_EXPORT int asyncpool_create_shared(void *mem, size_t size, struct asyncpool_region *r,
+				      struct asyncpool **out)
+{
+	struct ap_pool_header *hdr = mem;
+	struct asyncpool *pool;
+	size_t need;
+	int rc;
+
+	rc = shared_args(mem, r, out);
+	if (rc)
+		return rc;
+	rc = ap_layout_size(r->buffer_count, true, &need);
+	if (rc)
+		return rc;
+	if (size < need)
+		return -EINVAL;
+	/* Never initialise over a pool that others may be using. */
+	if (atomic_load_explicit(&hdr->magic, memory_order_acquire) == AP_POOL_MAGIC)
+		return -EEXIST;
+	rc = shared_handle(mem, need, r, &pool);
+	if (rc)
+		return rc;
+	ap_layout_init(mem, r->buffer_count, r->buffer_size, true);
+	ap_layout_publish(mem);
+	*out = pool;
+	return 0;
+}
+
+AP_EXPORT int asyncpool_open_shared(void *mem, size_t size, struct asyncpool_region *r,
+				    struct asyncpool **out)
+{
+	struct ap_pool_header hdr;
+	struct ap_pool_head *line;
+	uint32_t head;
+	int rc;
+
+	rc = shared_args(mem, r, out);
+	if (rc)
+		return rc;
+	if (size < sizeof(hdr))
+		return -EINVAL;
+	rc = ap_header_check(mem, size, true, &hdr);
+	if (rc)
+		return rc;
+	if (hdr.buffer_count != r->buffer_count || hdr.buffer_size != r->buffer_size)
+		return -EBADMSG;
+	line = (void *)((char *)mem + AP_OFF_HEAD);
+	head = AP_HEAD_INDEX(atomic_load_explicit(&line->head, memory_order_acquire));
+	if (head >= hdr.buffer_count && head != AP_FL_END)
+		return -EBADMSG;
+	return shared_handle(mem, hdr.storage_size, r, out);
+}
+
+AP_EXPORT int asyncpool_release_index(struct asyncpool *pool, uint32_t buffer_index)
+{
+	if (!pool)
+		return -EINVAL;
+	return ap_fl_push(pool, buffer_index);
+}
+
+AP_EXPORT int asyncpool_lease_adopt(struct asyncpool *pool, uint32_t buffer_index,
+				    struct asyncpool_lease *out)
+{
+	if (!out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	if (!pool || buffer_index >= pool->count)
+		return -EINVAL;
+	if (atomic_load_explicit(&pool->next[buffer_index], memory_order_acquire) != AP_FL_LEASED)
+		return -EALREADY;
+	ap_lease_make(pool, buffer_index, out);
+	return 0;
+}
+
+/* Walk the freelist of pool: 0, -EUCLEAN, or -ENOMEM for the bitmap. */
+static int ap_pool_audit(const struct asyncpool *pool, struct ap_audit *a)
+{
+	unsigned char *seen = calloc((size_t)pool->count / 8 + 1, 1);
+	uint64_t head;
+	int rc;
+
+	if (!seen)
+		return -ENOMEM;
+	head = atomic_load_explicit(&pool->line->head, memory_order_acquire);
+	rc = ap_freelist_audit(head, pool->next, pool->count, seen, a);
+	free(seen);
+	return rc;
+}
+
+AP_EXPORT int asyncpool_check(const struct asyncpool *pool)
+{
+	struct ap_pool_header hdr;
+	struct ap_audit a;
+	int rc;
+
+	if (!pool)
+		return -EINVAL;
+	/* The header of a shared pool may have been rewritten since open. */
+	rc = ap_header_check(pool->storage, pool->storage_size, pool->shared, &hdr);
+	if (rc)
+		return rc == -EPROTONOSUPPORT || rc == -EPROTO ? -EBADMSG : rc;
+	if (hdr.buffer_count != pool->count || hdr.buffer_size != pool->buffer_size)
+		return -EBADMSG;
+	return ap_pool_audit(pool, &a);
+}

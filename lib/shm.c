@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared memory for cross-process pools: an anonymous memfd, sealed
+ * against shrink and grow and passed by fd over a Unix socket, or a
+ * named POSIX shared memory object.
+ *
+ * A mapping of a file that a peer can shrink is a SIGBUS waiting to
+ * happen, so a memfd is only mapped when it carries F_SEAL_SHRINK.
+ */
+#include "internal.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SHM_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+/* The huge page size when the kernel does not tell us. */
+#define SHM_HUGE_DEFAULT (2u << 20)
+
+static void shm_clear(struct asyncpool_shm *shm)
+{
+	shm->base = NULL;
+	shm->size = 0;
+	shm->fd = -1;
+}
+
+/*
+ * Map all of fd, which this function now owns (closed on failure).
+ * With check_seals, a file that can carry seals (a memfd, but also any
+ * tmpfs file) must carry F_SEAL_SHRINK.  A named object never can: its
+ * name and mode say whom it trusts, so open_named does not ask.
+ */
+static int shm_map(int fd, bool check_seals, struct asyncpool_shm *out)
+{
+	struct stat st;
+	void *base;
+	int seals, rc;
+
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size <= 0) {
+		rc = -EINVAL;
+		goto fail;
+	}
+	if ((uintmax_t)st.st_size > SIZE_MAX) {
+		rc = -EOVERFLOW;
+		goto fail;
+	}
+	/* F_GET_SEALS fails with EINVAL on files that cannot be sealed. */
+	seals = check_seals ? fcntl(fd, F_GET_SEALS) : -1;
+	if (seals >= 0 && !(seals & F_SEAL_SHRINK)) {
+		rc = -EPERM;
+		goto fail;
+	}
+	base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		rc = -errno;
+		goto fail;
+	}
+	out->base = base;
+	out->size = (size_t)st.st_size;
+	out->fd = fd;
+	return 0;
+fail:
+	close(fd);
+	return rc;
+}
+
+/* The huge page size of a hugetlb memfd: its block size. */
+static size_t huge_size(int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) == 0 && st.st_blksize > 0 &&
+	    !((size_t)st.st_blksize & ((size_t)st.st_blksize - 1)))
+		return (size_t)st.st_blksize;
+	return SHM_HUGE_DEFAULT;
+}
+
+static int shm_try_create(size_t size, bool huge, struct asyncpool_shm *out)
+{
+	unsigned int mfd = MFD_CLOEXEC | MFD_ALLOW_SEALING;
+	void *base;
+	int fd, rc;
+
+	if (huge)
+		mfd |= MFD_HUGETLB;
+	fd = memfd_create("asyncpool", mfd);
+	if (fd < 0)
+		return -errno;
+	if (huge) {
+		size_t page = huge_size(fd);
+
+		if (size > SIZE_MAX - page) {
+			rc = -EOVERFLOW;
+			goto fail;
+		}
+		size = ap_align_up(size, page);
+	}
+	if ((uint64_t)size > INT64_MAX) {
+		rc = -EOVERFLOW;
+		goto fail;
+	}
+	if (ftruncate(fd, (off_t)size) < 0 || fcntl(fd, F_ADD_SEALS, SHM_SEALS) < 0) {
+		rc = errno == EFBIG ? -EOVERFLOW : -errno;
+		goto fail;
+	}
+	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		rc = -errno;
+		goto fail;
+	}
+	out->base = base;
+	out->size = size;
+	out->fd = fd;
+	return 0;
+fail:
+	close(fd);
+	return rc;
+}
+
+AP_EXPORT int asyncpool_shm_create(size_t size, uint32_t flags, struct asyncpool_shm *out)
+{
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	shm_clear(out);
+	if (size == 0 || (flags & ~ASYNCPOOL_SHM_HUGE_PREFER))
+		return -EINVAL;
+	if (flags & ASYNCPOOL_SHM_HUGE_PREFER) {
+		/* No huge pages reserved, or none left: normal pages. */
+		rc = shm_try_create(size, true, out);
+		if (rc != -ENOMEM && rc != -EINVAL && rc != -ENOSPC && rc != -EOPNOTSUPP)
+			return rc;
+	}
+	rc = shm_try_create(size, false, out);
+	return rc == -ENOSPC ? -ENOMEM : rc;
+}
+
+AP_EXPORT int asyncpool_shm_open_fd(int fd, struct asyncpool_shm *out)
+{
+	int own;
+
+	if (!out)
+		return -EINVAL;
+	shm_clear(out);
+	if (fd < 0)
+		return -EBADF;
+	own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (own < 0)
+		return -errno;
+	return shm_map(own, true, out);
+}
+
+/* "/name": one leading slash, no other, not empty, at most NAME_MAX. */
+static int check_name(const char *name)
+{
+	size_t len;
+
+	if (!name || name[0] != '/')
+		return -EINVAL;
+	len = strnlen(name + 1, NAME_MAX + 1);
+	if (len == 0 || len > NAME_MAX || memchr(name + 1, '/', len))
+		return -EINVAL;
+	return 0;
+}
+
+AP_EXPORT int asyncpool_shm_create_named(const char *name, size_t size, mode_t mode,
+					 struct asyncpool_shm *out)
+{
+	void *base;
+	int fd, rc;
+
+	if (!out)
+		return -EINVAL;
+	shm_clear(out);
+	rc = check_name(name);
+	if (rc)
+		return rc;
+	if (size == 0 || (mode & ~(mode_t)0777))
+		return -EINVAL;
+	if ((uint64_t)size > INT64_MAX)
+		return -EOVERFLOW;
+	if (mode == 0)
+		mode = 0600;
+	/* Created with at most the asked mode (the umask only removes
+	 * bits), then set to exactly it. */
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+	if (fd < 0)
+		return -errno;
+	if (fchmod(fd, mode) < 0 || ftruncate(fd, (off_t)size) < 0) {
+		rc = errno == EFBIG ? -EOVERFLOW : -errno;
+		goto fail;
+	}
+	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		rc = -errno;
+		goto fail;
+	}
+	out->base = base;
+	out->size = size;
+	out->fd = fd;
+	return 0;
+fail:
+	shm_unlink(name);
+	close(fd);
+	return rc;
+}
+
+AP_EXPORT int asyncpool_shm_open_named(const char *name, struct asyncpool_shm *out)
+{
+	int fd, rc;
+
+	if (!out)
+		return -EINVAL;
+	shm_clear(out);
+	rc = check_name(name);
+	if (rc)
+		return rc;
+	fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	return shm_map(fd, false, out);
+}
+
+AP_EXPORT int asyncpool_shm_unlink_named(const char *name)
+{
+	int rc = check_name(name);
+
+	if (rc)
+		return rc;
+	return shm_unlink(name) < 0 ? -errno : 0;
+}
+
+AP_EXPORT void asyncpool_shm_close(struct asyncpool_shm *shm)
+{
+	/* A live shm always has a base: a zeroed or closed one is left alone,
+	 * so that its fd 0 or -1 is never closed. */
+	if (!shm || !shm->base)
+		return;
+	munmap(shm->base, shm->size);
+	if (shm->fd >= 0)
+		close(shm->fd);
+	shm_clear(shm);
+}
+
+AP_EXPORT int asyncpool_shm_send_fd(int sock, int fd)
+{
+	char byte = 'F';
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct msghdr msg = {
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = u.buf,
+		.msg_controllen = sizeof(u.buf),
+	};
+	struct cmsghdr *c;
+	ssize_t n;
+
+	if (sock < 0 || fd < 0)
+		return -EBADF;
+	memset(&u, 0, sizeof(u));
+	c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	do
+		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	return n == 1 ? 0 : -EIO;
+}
+
+/* Room for a few fds, so that extra ones are received and closed. */
+#define RECV_MAX_FDS 16
+
+AP_EXPORT int asyncpool_shm_recv_fd(int sock, int *fd_out)
+{
+	char byte;
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(RECV_MAX_FDS * sizeof(int))];
+	} u;
+	struct msghdr msg = {
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = u.buf,
+		.msg_controllen = sizeof(u.buf),
+	};
+	int fds[RECV_MAX_FDS];
+	unsigned int nfds = 0;
+	ssize_t n;
+
+	if (!fd_out)
+		return -EINVAL;
+	*fd_out = -1;
+	if (sock < 0)
+		return -EBADF;
+	do
+		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+		size_t len;
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+		    c->cmsg_len < CMSG_LEN(0))
+			continue;
+		len = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < len && nfds < RECV_MAX_FDS; i++)
+			memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+	}
+	if (n == 0 && nfds == 0)
+		return -ECONNRESET;
+	if (nfds != 1 || (msg.msg_flags & MSG_CTRUNC)) {
+		for (unsigned int i = 0; i < nfds; i++)
+			close(fds[i]);
+		return -EBADMSG;
+	}
+	*fd_out = fds[0];
+	return 0;
+}
