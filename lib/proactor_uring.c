@@ -475,6 +475,9 @@ static int ur_check_ring(struct io_uring *ring)
 	struct io_uring_probe *probe;
 	int rc;
 
+	/* Kernels since 6.x take fd -1 for "no ring" registrations. */
+	if (ring->ring_fd < 0)
+		return -EINVAL;
 	probe = calloc(1, sizeof(*probe) + 256 * sizeof(struct io_uring_probe_op));
 	if (!probe)
 		return -ENOMEM;
