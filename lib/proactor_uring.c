@@ -89,6 +89,38 @@ static int ur_feature_err(int rc)
 	return rc == -EINVAL ? -EOPNOTSUPP : rc;
 }
 
+/* Fold what the kernel says about a registration into the documented set. */
+static int ur_reg_err(int rc)
+{
+	switch (rc) {
+	case 0:
+	case -ENOMEM:           /* RLIMIT_MEMLOCK, or kernel memory */
+	case -EPERM:
+	case -ENOSYS:
+	case -EOPNOTSUPP:       /* memory the kernel will not pin */
+	case -EEXIST:           /* IORING_SETUP_SINGLE_ISSUER, another thread */
+	case -ENOBUFS:
+		return rc;
+	case -EACCES:           /* restricted ring */
+		return -EPERM;
+	default:                /* -EFAULT: memory that cannot be pinned, ... */
+		return -EINVAL;
+	}
+}
+
+static int ur_probe(struct io_uring *ring)
+{
+	struct io_uring_probe *probe;
+	int rc;
+
+	probe = calloc(1, sizeof(*probe) + 256 * sizeof(struct io_uring_probe_op));
+	if (!probe)
+		return -ENOMEM;
+	rc = io_uring_register_probe(ring, probe, 256);
+	free(probe);
+	return rc;
+}
+
 static bool slot_taken(const struct ur_proactor *u, uint32_t i)
 {
 	return u->slots[i / 64] & (1ull << (i % 64));
@@ -163,7 +195,7 @@ static int register_fixed(struct ur_proactor *u, struct asyncpool_region *r,
 		/* -EBUSY: the caller registered a table of its own. */
 		if (rc == -EBUSY)
 			rc = -EEXIST;
-		rc = ur_feature_err(rc);
+		rc = ur_reg_err(ur_feature_err(rc));
 		u->table = rc == 0;
 	}
 	if (!rc && !slots_find(u, r->buffer_count, &first))
@@ -201,10 +233,7 @@ static int register_fixed(struct ur_proactor *u, struct asyncpool_region *r,
 			slots_mark(u, first, r->buffer_count, false);
 			pthread_mutex_unlock(&u->lock);
 		}
-		/* Memory the kernel cannot pin for I/O (PROT_NONE, a hole). */
-		if (rc == -EFAULT)
-			rc = -EINVAL;
-		return rc;
+		return ur_reg_err(rc);
 	}
 	ur->fixed = true;
 	ur->first = first;
@@ -261,9 +290,12 @@ static int recv_register(struct ur_proactor *u, struct ur_recv *rv, uint32_t ent
 		pthread_mutex_lock(&u->lock);
 		u->bgids[id / 64] &= ~(1ull << (id % 64));
 		pthread_mutex_unlock(&u->lock);
-		/* -EEXIST: the caller uses this group on the ring: next one. */
 		if (rc != -EEXIST)
-			return ur_feature_err(rc);
+			return ur_reg_err(ur_feature_err(rc));
+		/* -EEXIST: the caller uses this group on the ring (next one),
+		 * unless the ring refuses every registration from this thread. */
+		if (ur_probe(u->ring) == -EEXIST)
+			return -EEXIST;
 	}
 	/* Every group id is taken. */
 	return -ENOBUFS;
@@ -472,17 +504,12 @@ static const struct proactor_ops uring_ops = {
 /* Is this a live ring, and does the kernel let us register on it? */
 static int ur_check_ring(struct io_uring *ring)
 {
-	struct io_uring_probe *probe;
 	int rc;
 
 	/* Kernels since 6.x take fd -1 for "no ring" registrations. */
 	if (ring->ring_fd < 0)
 		return -EINVAL;
-	probe = calloc(1, sizeof(*probe) + 256 * sizeof(struct io_uring_probe_op));
-	if (!probe)
-		return -ENOMEM;
-	rc = io_uring_register_probe(ring, probe, 256);
-	free(probe);
+	rc = ur_probe(ring);
 	switch (rc) {
 	case 0:
 		return 0;
@@ -493,8 +520,13 @@ static int ur_check_ring(struct io_uring *ring)
 		return -EPERM;
 	case -EINVAL:           /* a kernel before probing (5.6) */
 		return -EOPNOTSUPP;
-	default:
+	case -ENOMEM:
+	case -EPERM:
+	case -ENOSYS:
+	case -EEXIST:           /* IORING_SETUP_SINGLE_ISSUER, another thread */
 		return rc;
+	default:
+		return -EINVAL;
 	}
 }
 
