@@ -68,7 +68,7 @@ int cmd_demo(int argc, char **argv)
 	struct asyncpool *pool;
 	struct demo_thread *t;
 	uint64_t start, ns;
-	unsigned long mib = 512;
+	unsigned long mib = 256;
 	bool memory = false;
 	char why[256];
 	int c, rc;

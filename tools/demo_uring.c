@@ -26,10 +26,10 @@
 #include <asyncpool.h>
 #include "tool.h"
 
-#define TX_BUFS 64u
+#define TX_BUFS 128u
 #define RX_BUFS 64u
 #define CHUNK (64u * 1024)
-#define CHAIN 16u
+#define CHAIN 32u
 
 /* The 8-byte word at stream offset 8w: cheap to make and to check. */
 static inline uint64_t word_at(uint64_t w)
@@ -154,43 +154,60 @@ struct sender {
 	int err;
 };
 
-/* Linked chains keep sends on one stream socket in order. */
+/*
+ * Sends on one stream socket stay in order only when linked: one chain of
+ * up to CHAIN sends is in flight at a time, and the next chain's buffers
+ * are filled while it runs.
+ */
 static int tx_zc(struct sender *tx, int fd, size_t bytes)
 {
-	struct asyncpool_lease lease_of[TX_BUFS];
-	size_t queued = 0;
-	unsigned chain = 0, out = 0;
+	struct asyncpool_lease lease_of[TX_BUFS], ready[CHAIN];
+	size_t filled = 0, len_of[CHAIN];
+	unsigned chain = 0, out = 0, nready = 0;
 
-	while (queued < bytes || chain || out) {
+	for (;;) {
 		struct io_uring_cqe *cqe;
 		unsigned head, n = 0;
 		int rc;
 
-		if (!chain && !tx->err) {
+		if (!chain && nready && !tx->err) {
 			struct io_uring_sqe *sqe = NULL;
 
-			while (chain < CHAIN && queued < bytes) {
-				struct asyncpool_lease l;
-				size_t len = bytes - queued < CHUNK ? bytes - queued : CHUNK;
+			for (unsigned k = 0; k < nready; k++) {
+				struct asyncpool_lease *l = &ready[k];
 
-				if (asyncpool_acquire(tx->pool, &l))
-					break;
-				fill(asyncpool_span_ptr(l.span), queued, len);
-				lease_of[l.buffer_index] = l;
+				lease_of[l->buffer_index] = *l;
 				if (sqe)
 					sqe->flags |= IOSQE_IO_LINK;
 				sqe = io_uring_get_sqe(&tx->ring);
-				io_uring_prep_send_zc_fixed(sqe, fd, asyncpool_span_ptr(l.span), len,
-							    MSG_WAITALL, 0,
-							    (unsigned)asyncpool_region_fixed_index(tx->r, l.buffer_index));
-				sqe->user_data = l.buffer_index | (uint64_t)len << 32;
-				queued += len;
-				chain++;
-				out++;
-				tx->sends++;
+				io_uring_prep_send_zc_fixed(sqe, fd, asyncpool_span_ptr(l->span),
+							    len_of[k], MSG_WAITALL, 0,
+							    (unsigned)asyncpool_region_fixed_index(tx->r, l->buffer_index));
+				sqe->user_data = l->buffer_index | (uint64_t)len_of[k] << 32;
 			}
+			chain = nready;
+			out += nready;
+			tx->sends += nready;
+			nready = 0;
+			rc = io_uring_submit(&tx->ring);
+			if (rc < 0)
+				return rc;
 		}
-		rc = io_uring_submit_and_wait(&tx->ring, 1);
+		/* Fill the next chain while this one is sent. */
+		while (nready < CHAIN && filled < bytes && !tx->err) {
+			size_t len = bytes - filled < CHUNK ? bytes - filled : CHUNK;
+
+			if (asyncpool_acquire(tx->pool, &ready[nready]))
+				break;
+			fill(asyncpool_span_ptr(ready[nready].span), filled, len);
+			len_of[nready++] = len;
+			filled += len;
+		}
+		if (!chain && !out && (!nready || tx->err))
+			break;
+		if (!chain && nready && !tx->err)
+			continue;
+		rc = io_uring_wait_cqe(&tx->ring, &cqe);
 		if (rc < 0 && rc != -EINTR)
 			return rc;
 		io_uring_for_each_cqe(&tx->ring, head, cqe) {
@@ -213,9 +230,9 @@ static int tx_zc(struct sender *tx, int fd, size_t bytes)
 			}
 		}
 		io_uring_cq_advance(&tx->ring, n);
-		if (tx->err && !chain && !out)
-			break;
 	}
+	for (unsigned k = 0; k < nready; k++)
+		asyncpool_lease_release(&ready[k]);
 	return tx->err;
 }
 
