@@ -262,11 +262,10 @@ static void recv_free(struct ur_recv *rv)
 /* Take a group id that is free in our map and in the kernel. */
 static int recv_register(struct ur_proactor *u, struct ur_recv *rv, uint32_t entries)
 {
-	int rc = -ENOSPC;
-
 	for (uint32_t tries = 0; tries < AP_UR_BGIDS; tries++) {
 		struct io_uring_buf_reg reg;
 		uint32_t id;
+		int rc;
 
 		pthread_mutex_lock(&u->lock);
 		id = u->bgid_next;
