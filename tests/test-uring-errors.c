@@ -184,6 +184,8 @@ int main(void)
 	struct io_uring_cqe *cqe;
 	int tx, rx, rc;
 
+	/* A guard against a hang, not a timed assertion. */
+	alarm(120);
 	ut_ring_init(&ring, 16);
 
 	/* create_uring arguments */

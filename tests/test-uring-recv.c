@@ -123,6 +123,7 @@ int main(void)
 	size_t got = 0;
 	unsigned leases = 0, rearms = 0, nobufs = 0, bad = 0, seen_bids = 0;
 	int group, rc;
+	bool armed = true;
 
 	if (getenv("ASYNCPOOL_STRESS_ITERATIONS")) {
 		unsigned long n = strtoul(getenv("ASYNCPOOL_STRESS_ITERATIONS"), NULL, 10);
@@ -130,6 +131,8 @@ int main(void)
 		if (n > 1 && n < 100000)
 			TOTAL = (size_t)n << 20;
 	}
+	/* A guard against a hang, not a timed assertion. */
+	alarm(120 + (unsigned)(TOTAL >> 20));
 	ut_ring_init(&ring, 64);
 	memset(&o, 0, sizeof(o));
 	o.size = sizeof(o);
@@ -153,7 +156,7 @@ int main(void)
 		bool more;
 
 		cqe = ut_wait(&ring);
-		more = cqe->flags & IORING_CQE_F_MORE;
+		more = armed = cqe->flags & IORING_CQE_F_MORE;
 		if (cqe->res > 0) {
 			struct asyncpool_lease l;
 			const unsigned char *d;
@@ -188,6 +191,7 @@ int main(void)
 			/* Out of buffers: let the other thread give them back. */
 			wait_released();
 			arm(&ring, group);
+			armed = true;
 			rearms++;
 		}
 	}
@@ -204,7 +208,6 @@ int main(void)
 	/* All 8 back: 8 one-byte messages take 8 distinct buffers, a 9th finds none. */
 	{
 		unsigned bids = 0, n = 0;
-		bool armed = true;
 
 		for (int k = 0; k < NBUF + 1; k++) {
 			unsigned char byte = (unsigned char)k;
@@ -242,7 +245,10 @@ int main(void)
 		is_int(rc, 0, "after the releases the 9th byte gets a buffer");
 		ok(rc == 0 && held[0].span.length == 1 &&
 		   *(unsigned char *)asyncpool_span_ptr(held[0].span) == NBUF, "and it is the 9th byte");
+		armed = cqe->flags & IORING_CQE_F_MORE;
 		io_uring_cqe_seen(&ring, cqe);
+		if (!armed)
+			arm(&ring, group);
 		asyncpool_lease_release(&held[0]);
 		asyncpool_lease_release(&held[0]);
 	}
