@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,8 @@ int cmd_demo(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "threads", required_argument, NULL, 't' },
 		{ "ops", required_argument, NULL, 'n' },
+		{ "mib", required_argument, NULL, 'm' },
+		{ "memory", no_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -65,18 +68,38 @@ int cmd_demo(int argc, char **argv)
 	struct asyncpool *pool;
 	struct demo_thread *t;
 	uint64_t start, ns;
+	unsigned long mib = 256;
+	bool memory = false;
+	char why[256];
 	int c, rc;
 
-	while ((c = getopt_long(argc, argv, "t:n:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:n:m:Mh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 't': threads = (unsigned)tool_number("--threads", optarg, 256); break;
 		case 'n': ops = tool_number("--ops", optarg, 1ul << 32); break;
+		case 'm': mib = tool_number("--mib", optarg, 1ul << 20); break;
+		case 'M': memory = true; break;
 		case 'h':
-			puts("Usage: asyncpool demo [--threads N] [--ops N]");
+			puts("Usage: asyncpool demo [--mib N] [--memory] [--threads N] [--ops N]");
 			return 0;
 		default:
 			return 2;
 		}
+	}
+
+	/* Zero-copy I/O on io_uring where the kernel lets us. */
+	if (!memory) {
+		rc = demo_uring((size_t)mib << 20, why, sizeof(why));
+		if (rc == DEMO_URING_OK) {
+			puts("ok");
+			return 0;
+		}
+		if (rc == DEMO_URING_FAILED) {
+			fprintf(stderr, "asyncpool demo: %s\n", why);
+			puts("FAILED");
+			return 1;
+		}
+		printf("io_uring is not usable here (%s): running the memory-proactor demo\n", why);
 	}
 
 	rc = tool_memory_pool(&p, &pool, 4096, 64);

@@ -3,6 +3,7 @@
 #ifndef ASYNCPOOL_TOOL_H
 #define ASYNCPOOL_TOOL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -12,6 +13,10 @@ struct asyncpool_proactor;
 int cmd_demo(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+
+/* demo_uring.c: zero-copy TCP loopback on io_uring. */
+enum { DEMO_URING_OK, DEMO_URING_FAILED, DEMO_URING_REFUSED };
+int demo_uring(size_t bytes, char *why, size_t whylen);
 
 /* Monotonic time in nanoseconds. */
 static inline uint64_t tool_now_ns(void)
