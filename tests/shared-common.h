@@ -137,10 +137,16 @@ static inline int peer_call(int sock, int op, uint32_t index, uint64_t value,
 	return r.rc;
 }
 
-/* "/asyncpool-test-PID-TAG": unique to this run. */
+/*
+ * "/PREFIX PID-TAG": unique to this run.  The prefix is this build's
+ * (ASYNCPOOL_TEST_SHM_PREFIX), so that test-shm-leftovers.sh finds it.
+ */
 static inline void test_name(char *buf, size_t len, const char *tag)
 {
-	snprintf(buf, len, "/asyncpool-test-%ld-%s", (long)getpid(), tag);
+	const char *prefix = getenv("ASYNCPOOL_TEST_SHM_PREFIX");
+
+	snprintf(buf, len, "/%s%ld-%s", prefix && *prefix ? prefix : "asyncpool-test-",
+		 (long)getpid(), tag);
 }
 
 static inline uint64_t now_ns(void)

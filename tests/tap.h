@@ -2,14 +2,20 @@
 /*
  * A small TAP producer for the tests: plan, ok, skip, skip_all, diag,
  * bail_out.  Output goes to stdout for automake's tap-driver.sh.
+ *
+ * Hygiene: the file descriptors open when the program starts are noted
+ * (a constructor calls tap_fd_baseline()), and done_testing() fails the
+ * program if any other descriptor is still open at its end.
  */
 #ifndef ASYNCPOOL_TAP_H
 #define ASYNCPOOL_TAP_H
 
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int tap_planned;
 static int tap_run;
@@ -110,14 +116,111 @@ void skip(int n, const char *fmt, ...)
 	fflush(stdout);
 }
 
-/* The exit status: 0 only if every planned test ran and passed. */
+/* The sanitizer this program was built with, or NULL. */
+static inline const char *tap_sanitizer(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	return "AddressSanitizer";
+#elif defined(__SANITIZE_THREAD__)
+	return "ThreadSanitizer";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+	return "AddressSanitizer";
+#elif __has_feature(thread_sanitizer)
+	return "ThreadSanitizer";
+#endif
+#endif
+	return NULL;
+}
+
+/* The descriptors open at the baseline (valgrind keeps its own high up). */
+#define TAP_FD_MAX 256
+static int tap_fd_base[TAP_FD_MAX];
+static int tap_fd_nbase;
+static int tap_fd_ready;
+
+/* Call fn(fd) for each open descriptor but the directory's own. */
+static inline int tap_fd_each(void (*fn)(int fd, void *ctx), void *ctx)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		int fd;
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		fd = atoi(e->d_name);
+		if (fd != dirfd(d))
+			fn(fd, ctx);
+	}
+	closedir(d);
+	return 0;
+}
+
+static inline void tap_fd_mark(int fd, void *ctx)
+{
+	(void)ctx;
+	if (tap_fd_nbase < TAP_FD_MAX)
+		tap_fd_base[tap_fd_nbase++] = fd;
+}
+
+/* Note the descriptors open now: they are not leaks.  A constructor runs
+ * it before main(); a test may call it again after opening on purpose a
+ * descriptor it keeps to the end. */
+static inline void tap_fd_baseline(void)
+{
+	tap_fd_nbase = 0;
+	tap_fd_ready = tap_fd_each(tap_fd_mark, NULL) == 0;
+}
+
+static void tap_fd_baseline_ctor(void) __attribute__((constructor, unused));
+static void tap_fd_baseline_ctor(void)
+{
+	tap_fd_baseline();
+}
+
+static inline void tap_fd_report(int fd, void *ctx)
+{
+	char path[64], target[256];
+	ssize_t n;
+
+	for (int i = 0; i < tap_fd_nbase; i++)
+		if (tap_fd_base[i] == fd)
+			return;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, target, sizeof(target) - 1);
+	target[n > 0 ? n : 0] = '\0';
+	diag("file descriptor %d leaked: %s", fd, target);
+	(*(int *)ctx)++;
+}
+
+/* The number of descriptors open now that were not at the baseline. */
+static inline int tap_check_fds(void)
+{
+	int leaked = 0;
+
+	if (tap_fd_ready)
+		tap_fd_each(tap_fd_report, &leaked);
+	return leaked;
+}
+
+/* The exit status: 0 only if every planned test ran and passed, and no
+ * file descriptor leaked. */
 static inline int done_testing(void)
 {
+	int leaked = tap_check_fds();
+
 	if (tap_planned && tap_run != tap_planned)
 		diag("planned %d tests but ran %d", tap_planned, tap_run);
 	if (!tap_planned)
 		printf("1..%d\n", tap_run);
-	return (tap_failed || (tap_planned && tap_run != tap_planned)) ? 1 : 0;
+	if (leaked)
+		diag("%d file descriptor(s) leaked: failing", leaked);
+	fflush(stdout);
+	return (tap_failed || leaked || (tap_planned && tap_run != tap_planned)) ? 1 : 0;
 }
 
 #endif /* ASYNCPOOL_TAP_H */
