@@ -2,12 +2,9 @@
 /*
  * Fuzz target: asyncpool_open_shared() on bytes from the fuzzer.
  *
- * NOT BUILT YET: it needs asyncpool_open_shared() from the shared-pool
- * work.  At merge: add open_shared to fuzz_targets in Makefile.am, a
- * replay test (tests/test-fuzz-open-shared from replay.c and this file,
- * FUZZ_CORPUS="open_shared"), and a seed corpus in
- * tests/fuzz/corpus/open_shared/ (a valid layout from
- * asyncpool_create_shared() plus a few with one header field broken).
+ * The seed corpus in tests/fuzz/corpus/open_shared/ holds valid layouts
+ * made by asyncpool_create_shared() (1, 4 and 16 buffers, one with a
+ * buffer leased) and the 4-buffer one with each header field broken.
  *
  * Shared memory is untrusted: open must refuse every bad layout with a
  * documented errno (-EINVAL, -EPROTO, -EPROTONOSUPPORT, -EBADMSG,
