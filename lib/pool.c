@@ -362,26 +362,32 @@ AP_EXPORT int asyncpool_destroy(struct asyncpool *pool)
 	return 0;
 }
 
-AP_EXPORT int asyncpool_acquire(struct asyncpool *pool, struct asyncpool_lease *out)
+static __attribute__((noinline)) int acquire_fl(struct asyncpool *pool,
+						 struct asyncpool_lease *out)
 {
 	uint32_t idx;
-	int rc;
+	int rc = ap_fl_pop(pool, &idx);
 
-	if (AP_UNLIKELY(!out))
-		return -EINVAL;
-	if (AP_UNLIKELY(!pool)) {
-		memset(out, 0, sizeof(*out));
-		return -EINVAL;
-	}
-	if (pool->cache_size)
-		return ap_cache_acquire(pool, out);
-	rc = ap_fl_pop(pool, &idx);
 	if (AP_UNLIKELY(rc)) {
 		memset(out, 0, sizeof(*out));
 		return rc;
 	}
 	ap_lease_make(pool, idx, out);
 	return 0;
+}
+
+AP_EXPORT int asyncpool_acquire(struct asyncpool *pool, struct asyncpool_lease *out)
+{
+	if (AP_UNLIKELY(!out))
+		return -EINVAL;
+	if (AP_UNLIKELY(!pool)) {
+		memset(out, 0, sizeof(*out));
+		return -EINVAL;
+	}
+	/* Caches first: the fast path, with no stack frame. */
+	if (pool->cache_size)
+		return ap_cache_acquire(pool, out);
+	return acquire_fl(pool, out);
 }
 
 AP_EXPORT size_t asyncpool_available(const struct asyncpool *pool)

@@ -251,20 +251,40 @@ static inline void cache_put(struct asyncpool *pool, struct ap_cache *c, uint32_
 	ap_cache_set_n(c, n + 1);
 }
 
-/* The release callback of the leases of a pool with caches. */
+static __attribute__((noinline)) void cache_recycle_slow(struct asyncpool *pool, uint32_t idx)
+{
+	struct ap_cache *c = cache_of(pool);
+
+	if (!c) {
+		/* No cache for this thread (out of memory): the freelist. */
+		(void)ap_fl_push(pool, idx);
+		return;
+	}
+	cache_put(pool, c, idx);
+}
+
+/*
+ * The release callback of the leases of a pool with caches.  The common
+ * case (this thread's cache, a leased buffer, room) needs no stack frame.
+ */
 void ap_cache_recycle(void *ctx, uint32_t idx)
 {
 	struct asyncpool *pool = ctx;
 	struct ap_cache *c = ap_tc_last;
 
-	if (AP_UNLIKELY(!c || c->pool != pool)) {
-		c = cache_get(pool, true);
-		if (!c) {
-			(void)ap_fl_push(pool, idx);
+	if (AP_LIKELY(c && c->pool == pool && idx < pool->count)) {
+		_Atomic uint32_t *state = &pool->next[idx];
+		uint32_t n = c->n;
+
+		if (AP_LIKELY(atomic_load_explicit(state, memory_order_relaxed) == AP_FL_LEASED &&
+			      n != c->size)) {
+			atomic_store_explicit(state, AP_FL_CACHED, memory_order_relaxed);
+			c->idx[n] = idx;
+			ap_cache_set_n(c, n + 1);
 			return;
 		}
 	}
-	cache_put(pool, c, idx);
+	cache_recycle_slow(pool, idx);
 }
 
 int ap_cache_acquire_slow(struct asyncpool *pool, struct asyncpool_lease *out)
