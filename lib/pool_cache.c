@@ -509,40 +509,66 @@ AP_EXPORT int asyncpool_acquire_bulk(struct asyncpool *pool, struct asyncpool_le
 			n = have;
 		}
 	}
-	for (unsigned int j = 0; j < n; j++) {
-		uint32_t idx = c->idx[--have];
+	{
+		/* Locals: the stores below may alias nothing the loop reads. */
+		struct asyncpool_region *region = pool->region;
+		size_t bs = pool->buffer_size;
+		_Atomic uint32_t *next = pool->next;
+		const uint32_t *ci = c->idx;
 
-		atomic_store_explicit(&pool->next[idx], AP_FL_LEASED, memory_order_relaxed);
-		ap_lease_fill(pool, idx, ap_cache_recycle, &leases[j]);
+		ap_cache_set_n(c, have - n);
+		for (unsigned int j = 0; j < n; j++) {
+			uint32_t idx = ci[--have];
+			struct asyncpool_lease *l = &leases[j];
+
+			atomic_store_explicit(&next[idx], AP_FL_LEASED, memory_order_relaxed);
+			l->span.region = region;
+			l->span.offset = (size_t)idx * bs;
+			l->span.length = bs;
+			l->release.fn = ap_cache_recycle;
+			l->release.ctx = pool;
+			l->buffer_index = idx;
+		}
 	}
-	ap_cache_set_n(c, have);
 	return 0;
 }
 
 #define AP_BULK_CHUNK 64u
 
-/*
- * Release n leases of an uncached pool: check and mark each, then push
- * them as one chain per AP_BULK_CHUNK with one CAS.  Marking a buffer
- * (AP_FL_END) as soon as it is accepted refuses a duplicate further on.
- */
-static void release_run_fl(struct asyncpool *pool, struct asyncpool_lease *l, unsigned int n)
+/* Whether lease j continues a run of leases of pool with callback fn. */
+static inline bool same_run(const struct asyncpool_lease *l, void (*fn)(void *, uint32_t),
+			    const struct asyncpool *pool)
 {
-	uint32_t idx[AP_BULK_CHUNK];
-	uint32_t k = 0, bad = 0;
+	return l->release.fn == fn && l->release.ctx == pool;
+}
 
-	for (unsigned int j = 0; j < n; j++) {
+/*
+ * Release the run of leases of an uncached pool that starts at l (at most
+ * n): check and mark each, then push them as one chain per AP_BULK_CHUNK
+ * with one CAS.  Marking a buffer (AP_FL_END) as soon as it is accepted
+ * refuses a duplicate further on.  Returns the length of the run.
+ */
+static unsigned int release_run_fl(struct asyncpool *pool, struct asyncpool_lease *l,
+				   unsigned int n)
+{
+	void (*fn)(void *, uint32_t) = l->release.fn;
+	_Atomic uint32_t *next = pool->next;
+	uint32_t idx[AP_BULK_CHUNK];
+	uint32_t k = 0, bad = 0, count = pool->count;
+	unsigned int j;
+
+	for (j = 0; j < n && same_run(&l[j], fn, pool); j++) {
 		uint32_t i = l[j].buffer_index;
 
 		l[j].release.fn = NULL;
-		if (AP_UNLIKELY(i >= pool->count))
+		if (AP_UNLIKELY(i >= count))
 			continue;
-		if (AP_UNLIKELY(atomic_load_explicit(&pool->next[i], memory_order_relaxed) !=
+		if (AP_UNLIKELY(atomic_load_explicit(&next[i], memory_order_relaxed) !=
 				AP_FL_LEASED)) {
 			bad++;
 			continue;
 		}
-		atomic_store_explicit(&pool->next[i], AP_FL_END, memory_order_relaxed);
+		atomic_store_explicit(&next[i], AP_FL_END, memory_order_relaxed);
 		idx[k++] = i;
 		if (k == AP_BULK_CHUNK) {
 			(void)ap_fl_push_chain(pool, idx, k);
@@ -553,20 +579,45 @@ static void release_run_fl(struct asyncpool *pool, struct asyncpool_lease *l, un
 		(void)ap_fl_push_chain(pool, idx, k);
 	if (bad)
 		count_bad(pool, bad);
+	return j;
 }
 
-static void release_run_cache(struct asyncpool *pool, struct asyncpool_lease *l, unsigned int n)
+/* The same for a pool with caches: into this thread's cache. */
+static unsigned int release_run_cache(struct asyncpool *pool, struct asyncpool_lease *l,
+				      unsigned int n)
 {
 	struct ap_cache *c = cache_of(pool);
+	_Atomic uint32_t *next = pool->next;
+	uint32_t cn, size, bad = 0, count = pool->count;
+	unsigned int j;
 
-	if (!c) {
-		release_run_fl(pool, l, n);
-		return;
-	}
-	for (unsigned int j = 0; j < n; j++) {
+	if (!c)
+		return release_run_fl(pool, l, n);
+	cn = c->n;
+	size = c->size;
+	for (j = 0; j < n && same_run(&l[j], ap_cache_recycle, pool); j++) {
+		uint32_t i = l[j].buffer_index;
+
 		l[j].release.fn = NULL;
-		cache_put(pool, c, l[j].buffer_index);
+		if (AP_UNLIKELY(i >= count))
+			continue;
+		if (AP_UNLIKELY(atomic_load_explicit(&next[i], memory_order_relaxed) !=
+				AP_FL_LEASED)) {
+			bad++;
+			continue;
+		}
+		atomic_store_explicit(&next[i], AP_FL_CACHED, memory_order_relaxed);
+		if (AP_UNLIKELY(cn == size)) {
+			ap_cache_set_n(c, cn);
+			cache_flush_batch(c);
+			cn = c->n;
+		}
+		c->idx[cn++] = i;
 	}
+	ap_cache_set_n(c, cn);
+	if (bad)
+		count_bad(pool, bad);
+	return j;
 }
 
 AP_EXPORT void asyncpool_release_bulk(struct asyncpool_lease *leases, unsigned int n)
@@ -578,27 +629,19 @@ AP_EXPORT void asyncpool_release_bulk(struct asyncpool_lease *leases, unsigned i
 	while (i < n) {
 		struct asyncpool_lease *l = &leases[i];
 		void (*fn)(void *, uint32_t) = l->release.fn;
-		unsigned int j;
 
 		if (!fn) {
 			i++;
-			continue;
-		}
-		if (fn != ap_pool_recycle && fn != ap_cache_recycle) {
+		} else if (fn == ap_cache_recycle) {
+			/* A run of leases of the same pool goes back in one step. */
+			i += release_run_cache(l->release.ctx, l, n - i);
+		} else if (fn == ap_pool_recycle) {
+			i += release_run_fl(l->release.ctx, l, n - i);
+		} else {
 			/* A recv ring or another owner: its own callback. */
 			l->release.fn = NULL;
 			fn(l->release.ctx, l->buffer_index);
 			i++;
-			continue;
 		}
-		/* A run of leases of the same pool goes back in one step. */
-		for (j = i + 1; j < n; j++)
-			if (leases[j].release.fn != fn || leases[j].release.ctx != l->release.ctx)
-				break;
-		if (fn == ap_cache_recycle)
-			release_run_cache(l->release.ctx, l, j - i);
-		else
-			release_run_fl(l->release.ctx, l, j - i);
-		i = j;
 	}
 }
