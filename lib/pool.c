@@ -304,7 +304,8 @@ void ap_lease_make(struct asyncpool *pool, uint32_t idx, struct asyncpool_lease 
 	out->span.region = pool->region;
 	out->span.offset = (size_t)idx * pool->buffer_size;
 	out->span.length = pool->buffer_size;
-	out->release.fn = ap_pool_recycle;
+	/* Adopted and fallback leases of a cached pool go to a cache too. */
+	out->release.fn = pool->cache_size ? ap_cache_recycle : ap_pool_recycle;
 	out->release.ctx = pool;
 	out->buffer_index = idx;
 }
