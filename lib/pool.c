@@ -377,18 +377,26 @@ static __attribute__((noinline)) int acquire_fl(struct asyncpool *pool,
 	return 0;
 }
 
-AP_EXPORT int asyncpool_acquire(struct asyncpool *pool, struct asyncpool_lease *out)
+static __attribute__((noinline)) int acquire_slow(struct asyncpool *pool,
+						   struct asyncpool_lease *out)
 {
-	if (AP_UNLIKELY(!out))
-		return -EINVAL;
 	if (AP_UNLIKELY(!pool)) {
 		memset(out, 0, sizeof(*out));
 		return -EINVAL;
 	}
-	/* Caches first: the fast path, with no stack frame. */
 	if (pool->cache_size)
-		return ap_cache_acquire(pool, out);
+		return ap_cache_acquire_slow(pool, out);
 	return acquire_fl(pool, out);
+}
+
+AP_EXPORT int asyncpool_acquire(struct asyncpool *pool, struct asyncpool_lease *out)
+{
+	if (AP_UNLIKELY(!out))
+		return -EINVAL;
+	/* The calling thread's cache of pool first: no stack frame. */
+	if (AP_LIKELY(ap_cache_take(pool, out)))
+		return 0;
+	return acquire_slow(pool, out);
 }
 
 AP_EXPORT size_t asyncpool_available(const struct asyncpool *pool)

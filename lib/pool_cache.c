@@ -19,7 +19,13 @@
 
 #include <stdlib.h>
 
-__thread struct ap_cache *ap_tc_last __attribute__((tls_model("initial-exec")));
+/*
+ * No thread's cache: matches no pool (its pool is NULL) and is empty, so
+ * the fast paths need no NULL test.  Every cache whose pool is NULL is
+ * empty too (destroy and fork drain before they detach).
+ */
+struct ap_cache ap_cache_none;
+__thread struct ap_cache *ap_tc_last __attribute__((tls_model("initial-exec"))) = &ap_cache_none;
 
 struct ap_tcache {
 	uint32_t n, cap;
@@ -83,7 +89,7 @@ static void tc_destroy(void *arg)
 	free(t);
 	if (ap_tc_table == t)
 		ap_tc_table = NULL;
-	ap_tc_last = NULL;
+	ap_tc_last = &ap_cache_none;
 }
 
 static void atfork_prepare(void)
@@ -139,7 +145,7 @@ static void tc_sweep(struct ap_tcache *t)
 			t->v[i - j] = t->v[i];
 		else {
 			if (ap_tc_last == t->v[i])
-				ap_tc_last = NULL;
+				ap_tc_last = &ap_cache_none;
 			free(t->v[i]);
 			j++;
 		}
@@ -204,7 +210,7 @@ static inline struct ap_cache *cache_of(struct asyncpool *pool)
 {
 	struct ap_cache *c = ap_tc_last;
 
-	if (AP_LIKELY(c && c->pool == pool))
+	if (AP_LIKELY(c->pool == pool))
 		return c;
 	return cache_get(pool, true);
 }
@@ -272,7 +278,7 @@ void ap_cache_recycle(void *ctx, uint32_t idx)
 	struct asyncpool *pool = ctx;
 	struct ap_cache *c = ap_tc_last;
 
-	if (AP_LIKELY(c && c->pool == pool && idx < pool->count)) {
+	if (AP_LIKELY(c->pool == pool && idx < pool->count)) {
 		_Atomic uint32_t *state = &pool->next[idx];
 		uint32_t n = c->n;
 

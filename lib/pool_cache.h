@@ -40,7 +40,8 @@ struct ap_cache {
 	uint32_t          idx[];        /* size entries */
 };
 
-/* The calling thread's cache used last, or NULL. */
+/* The calling thread's cache used last, or &ap_cache_none; never NULL. */
+extern struct ap_cache ap_cache_none __attribute__((visibility("hidden")));
 extern __thread struct ap_cache *ap_tc_last
 	__attribute__((tls_model("initial-exec"), visibility("hidden")));
 
@@ -71,20 +72,31 @@ static inline void ap_lease_fill(struct asyncpool *pool, uint32_t idx,
 	out->buffer_index = idx;
 }
 
-/* The fast path of asyncpool_acquire() on a pool with caches. */
-static inline int ap_cache_acquire(struct asyncpool *pool, struct asyncpool_lease *out)
+/*
+ * Lease a buffer from the calling thread's cache of pool, if it has one
+ * with a buffer in it: the fast path of asyncpool_acquire().
+ */
+static inline bool ap_cache_take(struct asyncpool *pool, struct asyncpool_lease *out)
 {
 	struct ap_cache *c = ap_tc_last;
 	uint32_t n, idx;
 
-	if (AP_LIKELY(c && c->pool == pool && (n = c->n) != 0)) {
+	/* pool may be NULL: it then matches ap_cache_none, which is empty. */
+	if (AP_LIKELY(c->pool == pool && (n = c->n) != 0)) {
 		/* In range: the refill that cached it checked it. */
 		idx = c->idx[n - 1];
 		ap_cache_set_n(c, n - 1);
 		atomic_store_explicit(&pool->next[idx], AP_FL_LEASED, memory_order_relaxed);
 		ap_lease_fill(pool, idx, ap_cache_recycle, out);
-		return 0;
+		return true;
 	}
+	return false;
+}
+
+static inline int ap_cache_acquire(struct asyncpool *pool, struct asyncpool_lease *out)
+{
+	if (AP_LIKELY(ap_cache_take(pool, out)))
+		return 0;
 	return ap_cache_acquire_slow(pool, out);
 }
 

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -163,18 +164,30 @@ static void run_handoff(struct run *r, unsigned id)
 	struct asyncpool_lease l;
 	unsigned long done = 0;
 
+	/* Waits yield now and then: on a busy machine the other side may
+	 * need this CPU to make progress. */
 	if (id == 0) {
 		while (done < r->ops) {
-			if (asyncpool_acquire(r->pool, &l))
-				continue;       /* the other side holds them all */
+			unsigned spins = 0;
+
+			if (asyncpool_acquire(r->pool, &l)) {
+				sched_yield();  /* the other side holds them all */
+				continue;
+			}
 			while (!spsc_push(r->ring, &l))
-				;
+				if (++spins % 256 == 0)
+					sched_yield();
 			done++;
 		}
 	} else {
+		unsigned spins = 0;
+
 		while (done < r->ops) {
-			if (!spsc_pop(r->ring, &l))
+			if (!spsc_pop(r->ring, &l)) {
+				if (++spins % 256 == 0)
+					sched_yield();
 				continue;
+			}
 			asyncpool_lease_release(&l);
 			done++;
 		}
