@@ -394,22 +394,50 @@ static void shuffle(uint32_t *v, uint32_t n)
 
 #define SWEEP_WINDOW 256u
 
+/* Rounds of SWEEP_WINDOW acquires, then their releases in a random order. */
+static void sweep_steady(struct asyncpool *pool, uint32_t win, unsigned long ops,
+			 unsigned reps, double *steady)
+{
+	struct asyncpool_lease w[SWEEP_WINDOW];
+	uint32_t perm[8][SWEEP_WINDOW];
+	unsigned long rounds = ops / win;
+
+	for (unsigned k = 0; k < 8; k++) {
+		for (uint32_t i = 0; i < win; i++)
+			perm[k][i] = i;
+		shuffle(perm[k], win);
+	}
+	for (unsigned k = 0; k < reps; k++) {
+		uint64_t t0 = tool_now_ns();
+
+		for (unsigned long r = 0; r < rounds; r++) {
+			const uint32_t *pm = perm[r & 7];
+
+			for (uint32_t i = 0; i < win; i++)
+				asyncpool_acquire(pool, &w[i]);
+			for (uint32_t i = 0; i < win; i++)
+				asyncpool_lease_release(&w[pm[i]]);
+		}
+		steady[k] = (double)(tool_now_ns() - t0) / (double)(rounds * win);
+	}
+}
+
 /*
- * Put the freelist in a random order (acquire every buffer, release them
- * shuffled) and time that pass (cold: each buffer once, in random order);
- * then time rounds of SWEEP_WINDOW acquires followed by their releases in
- * a shuffled order (steady).  ns per acquire+release pair.
+ * One pool of count buffers: put its freelist in a random order (acquire
+ * every buffer, release them shuffled), time one pass over it (cold: each
+ * buffer once, in that order), then time steady rounds without caches,
+ * turn caches on (asyncpool_set_cache()) and time them again.  ns per
+ * acquire+release pair.
  */
-static int sweep_one(uint32_t count, uint32_t cache, unsigned long ops, double *steady,
-		     double *cold)
+static int sweep_one(uint32_t count, uint32_t cache, unsigned long ops, unsigned reps,
+		     double *steady, double *steady_cached, double *cold)
 {
 	struct asyncpool_proactor *p;
 	struct asyncpool *pool;
-	struct asyncpool_lease tmpl, w[SWEEP_WINDOW];
-	uint32_t *idx, perm[8][SWEEP_WINDOW], win = count < SWEEP_WINDOW ? count : SWEEP_WINDOW;
-	unsigned long rounds = ops / win;
+	struct asyncpool_lease tmpl;
+	uint32_t *idx, win = count < SWEEP_WINDOW ? count : SWEEP_WINDOW;
 	uint64_t t0;
-	int rc = bench_pool(&p, &pool, count, cache, false);
+	int rc = bench_pool(&p, &pool, count, 0, false);
 
 	if (rc)
 		return rc;
@@ -436,13 +464,10 @@ static int sweep_one(uint32_t count, uint32_t cache, unsigned long ops, double *
 		l.buffer_index = idx[i];
 		asyncpool_lease_release(&l);
 	}
-	asyncpool_cache_flush(pool);
-	/* cold: one pass over the shuffled list */
+	/* cold: one pass over the shuffled list; it stays in random order */
 	t0 = tool_now_ns();
-	for (uint32_t i = 0; i < count; i++) {
+	for (uint32_t i = 0; i < count && !rc; i++) {
 		rc = asyncpool_acquire(pool, &tmpl);
-		if (rc)
-			break;
 		idx[i] = tmpl.buffer_index;
 	}
 	for (uint32_t i = 0; i < count && !rc; i++) {
@@ -452,24 +477,15 @@ static int sweep_one(uint32_t count, uint32_t cache, unsigned long ops, double *
 		asyncpool_lease_release(&l);
 	}
 	*cold = (double)(tool_now_ns() - t0) / count;
-	/* The list is still in random order: the releases followed it. */
-	for (unsigned k = 0; k < 8; k++) {
-		for (uint32_t i = 0; i < win; i++)
-			perm[k][i] = i;
-		shuffle(perm[k], win);
-	}
-	t0 = tool_now_ns();
-	for (unsigned long r = 0; r < rounds; r++) {
-		const uint32_t *pm = perm[r & 7];
-
-		for (uint32_t i = 0; i < win; i++)
-			asyncpool_acquire(pool, &w[i]);
-		for (uint32_t i = 0; i < win; i++)
-			asyncpool_lease_release(&w[pm[i]]);
-	}
-	*steady = (double)(tool_now_ns() - t0) / (double)(rounds * win);
 	free(idx);
-	asyncpool_cache_flush(pool);
+	if (!rc) {
+		sweep_steady(pool, win, ops, reps, steady);
+		rc = asyncpool_set_cache(pool, cache);
+	}
+	if (!rc) {
+		sweep_steady(pool, win, ops, reps, steady_cached);
+		asyncpool_cache_flush(pool);
+	}
 	tool_memory_pool_free(p, pool);
 	return rc;
 }
@@ -481,24 +497,19 @@ static int cmd_sweep(int json, unsigned long ops, unsigned reps)
 	int n = 0;
 
 	if (!json)
-		printf("%10s %14s %14s %14s %14s\n", "buffers", "pool ns/op", "cached ns/op",
-		       "pool cold", "cached cold");
+		printf("%10s %14s %14s %14s\n", "buffers", "pool ns/op", "cached ns/op", "cold ns/op");
 	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-		double st[2][64], co[2][64];
+		uint32_t cache = sizes[s] / 4 < BENCH_CACHE ? sizes[s] / 4 : BENCH_CACHE;
+		double st[2][64], cold;
+		int rc = sweep_one(sizes[s], cache, ops, reps, st[0], st[1], &cold);
 
+		if (rc) {
+			fprintf(stderr, "asyncpool bench: sweep of %u buffers: %s\n",
+				sizes[s], strerror(-rc));
+			return 1;
+		}
 		for (unsigned c = 0; c < 2; c++) {
-			for (unsigned i = 0; i < reps; i++) {
-				int rc = sweep_one(sizes[s], c ? BENCH_CACHE : 0, ops,
-						   &st[c][i], &co[c][i]);
-
-				if (rc) {
-					fprintf(stderr, "asyncpool bench: sweep of %u buffers: %s\n",
-						sizes[s], strerror(-rc));
-					return 1;
-				}
-			}
 			qsort(st[c], reps, sizeof(double), cmp_double);
-			qsort(co[c], reps, sizeof(double), cmp_double);
 			res[n].name = c ? "pool-cached" : "pool";
 			res[n].threads = 1;
 			res[n].buffers = sizes[s];
@@ -508,19 +519,22 @@ static int cmd_sweep(int json, unsigned long ops, unsigned reps)
 			for (int k = 0; k < 3; k++)
 				res[n].mops[k] = 1000.0 / res[n].ns[2 - k];
 			res[n].extra_name = "cold_ns_per_op";
-			res[n].extra = co[c][reps / 2];
+			res[n].extra = cold;
 			n++;
 		}
-		if (!json)
-			printf("%10u %14.2f %14.2f %14.2f %14.2f\n", sizes[s], res[n - 2].ns[0],
-			       res[n - 1].ns[0], res[n - 2].extra, res[n - 1].extra);
+		if (!json) {
+			printf("%10u %14.2f %14.2f %14.2f\n", sizes[s], res[n - 2].ns[0],
+			       res[n - 1].ns[0], cold);
+			fflush(stdout);
+		}
 	}
 	if (json)
 		print_json(res, n, reps, ops);
 	else
-		printf("(medians of %u repetitions; steady: rounds of %u acquires then their\n"
-		       " releases in random order on a freelist put in random order; cold: every\n"
-		       " buffer once, in random order)\n", reps, SWEEP_WINDOW);
+		printf("(steady: medians of %u repetitions of rounds of %u acquires then their\n"
+		       " releases in random order, on a freelist put in random order first;\n"
+		       " cold: one pass over every buffer in that random order, no caches)\n",
+		       reps, SWEEP_WINDOW);
 	return 0;
 }
 
