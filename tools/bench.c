@@ -3,7 +3,8 @@
  * asyncpool bench: acquire+release pairs per second, over repetitions,
  * with and without per-thread caches, beside a pthread-mutex freelist
  * (mutex-baseline) and two uncontended CAS on a private word
- * (cas2-baseline), all in the same run.
+ * (cas2-baseline), all in the same run; handoff-queue-baseline is the
+ * hand-off queue alone, passing lease-sized values without a pool.
  *
  * ns_per_op is the wall time of one acquire+release pair as one thread
  * sees it (for bulk32: per buffer; for handoff: per lease handed over);
@@ -84,47 +85,64 @@ static void mutex_pool_free(struct mutex_pool *m)
 	free(m);
 }
 
-/* ---- a single-producer single-consumer ring of leases ---- */
+/*
+ * ---- a single-producer single-consumer ring of leases ----
+ * Each side keeps its position private and publishes it every
+ * RING_BATCH entries, or before it waits, so that the two index lines
+ * cross between the cores once per batch rather than once per lease.
+ */
 #define RING_SIZE 256u          /* a power of two */
+#define RING_BATCH 16u
 
 struct spsc {
-	_Alignas(64) _Atomic uint32_t head;     /* written by the producer */
-	uint32_t tail_cache;                    /* producer's view of tail */
-	_Alignas(64) _Atomic uint32_t tail;     /* written by the consumer */
-	uint32_t head_cache;                    /* consumer's view of head */
+	_Alignas(64) _Atomic uint32_t head;     /* published by the producer */
+	uint32_t head_local, tail_cache;        /* the producer's */
+	_Alignas(64) _Atomic uint32_t tail;     /* published by the consumer */
+	uint32_t tail_local, head_cache;        /* the consumer's */
 	_Alignas(64) struct asyncpool_lease slot[RING_SIZE];
 };
 
+static void spsc_publish_head(struct spsc *q)
+{
+	atomic_store_explicit(&q->head, q->head_local, memory_order_release);
+}
+
 static bool spsc_push(struct spsc *q, const struct asyncpool_lease *l)
 {
-	uint32_t h = atomic_load_explicit(&q->head, memory_order_relaxed);
+	uint32_t h = q->head_local;
 
 	if (h - q->tail_cache == RING_SIZE) {
+		spsc_publish_head(q);
 		q->tail_cache = atomic_load_explicit(&q->tail, memory_order_acquire);
 		if (h - q->tail_cache == RING_SIZE)
 			return false;
 	}
 	q->slot[h & (RING_SIZE - 1)] = *l;
-	atomic_store_explicit(&q->head, h + 1, memory_order_release);
+	q->head_local = ++h;
+	if (h % RING_BATCH == 0)
+		spsc_publish_head(q);
 	return true;
 }
 
 static bool spsc_pop(struct spsc *q, struct asyncpool_lease *l)
 {
-	uint32_t t = atomic_load_explicit(&q->tail, memory_order_relaxed);
+	uint32_t t = q->tail_local;
 
 	if (t == q->head_cache) {
+		atomic_store_explicit(&q->tail, t, memory_order_release);
 		q->head_cache = atomic_load_explicit(&q->head, memory_order_acquire);
 		if (t == q->head_cache)
 			return false;
 	}
 	*l = q->slot[t & (RING_SIZE - 1)];
-	atomic_store_explicit(&q->tail, t + 1, memory_order_release);
+	q->tail_local = ++t;
+	if (t % RING_BATCH == 0)
+		atomic_store_explicit(&q->tail, t, memory_order_release);
 	return true;
 }
 
 /* ---- cases ---- */
-enum kind { K_POOL, K_MUTEX, K_CAS2, K_HANDOFF, K_BULK };
+enum kind { K_POOL, K_MUTEX, K_CAS2, K_HANDOFF, K_BULK, K_QUEUE };
 
 struct run {
 	enum kind kind;
@@ -166,11 +184,13 @@ static void run_handoff(struct run *r, unsigned id)
 
 	/* Waits yield now and then: on a busy machine the other side may
 	 * need this CPU to make progress. */
+	memset(&l, 0, sizeof(l));
 	if (id == 0) {
 		while (done < r->ops) {
 			unsigned spins = 0;
 
-			if (asyncpool_acquire(r->pool, &l)) {
+			if (r->pool && asyncpool_acquire(r->pool, &l)) {
+				spsc_publish_head(r->ring);
 				sched_yield();  /* the other side holds them all */
 				continue;
 			}
@@ -179,6 +199,7 @@ static void run_handoff(struct run *r, unsigned id)
 					sched_yield();
 			done++;
 		}
+		spsc_publish_head(r->ring);
 	} else {
 		unsigned spins = 0;
 
@@ -188,7 +209,8 @@ static void run_handoff(struct run *r, unsigned id)
 					sched_yield();
 				continue;
 			}
-			asyncpool_lease_release(&l);
+			if (r->pool)
+				asyncpool_lease_release(&l);
 			done++;
 		}
 	}
@@ -211,6 +233,7 @@ static void *bench_thread(void *arg)
 		run_bulk(r->pool, r->ops);
 		break;
 	case K_HANDOFF:
+	case K_QUEUE:
 		run_handoff(r, id);
 		break;
 	case K_MUTEX:
@@ -292,7 +315,7 @@ static void measure(struct run *r, unsigned reps, struct bench_result *out)
 	uint64_t el[64];
 	unsigned long total = r->ops * r->threads;
 
-	if (r->kind == K_HANDOFF)
+	if (r->kind == K_HANDOFF || r->kind == K_QUEUE)
 		total = r->ops;         /* one pair per lease handed over */
 	run_once(r);                    /* warm up: page faults, caches, frequency */
 	for (unsigned i = 0; i < reps; i++)
@@ -637,6 +660,7 @@ int cmd_bench(int argc, char **argv)
 	r.kind = K_MUTEX; r.threads = 1; res[n].name = "mutex-baseline"; measure(&r, reps, &res[n++]);
 	r.kind = K_MUTEX; r.threads = threads; res[n].name = "mutex-baseline-threads"; measure(&r, reps, &res[n++]);
 	r.kind = K_CAS2; r.threads = 1; res[n].name = "cas2-baseline"; measure(&r, reps, &res[n++]);
+	r.kind = K_QUEUE; r.threads = 2; res[n].name = "handoff-queue-baseline"; measure(&r, reps, &res[n++]);
 
 	if (json)
 		print_json(res, n, reps, ops);
