@@ -158,6 +158,7 @@ static struct ap_cache *cache_get(struct asyncpool *pool, bool create)
 {
 	struct ap_tcache *t = ap_tc_table;
 	struct ap_cache *c;
+	size_t size;
 
 	if (t)
 		for (uint32_t i = 0; i < t->n; i++)
@@ -175,9 +176,12 @@ static struct ap_cache *cache_get(struct asyncpool *pool, bool create)
 		}
 		ap_tc_table = t;
 	}
-	c = calloc(1, sizeof(*c) + (size_t)pool->cache_size * sizeof(uint32_t));
+	/* Whole cache lines of its own: no false sharing with a neighbour. */
+	size = ap_align_up(sizeof(*c) + (size_t)pool->cache_size * sizeof(uint32_t), AP_CACHE_LINE);
+	c = aligned_alloc(AP_CACHE_LINE, size);
 	if (!c)
 		return NULL;
+	memset(c, 0, size);
 	c->size = pool->cache_size;
 	c->batch = pool->cache_batch;
 	c->owner = t;
