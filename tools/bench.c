@@ -519,6 +519,8 @@ static int cmd_sweep(int json, unsigned long ops, unsigned reps)
 	struct bench_result res[2 * sizeof(sizes) / sizeof(sizes[0])];
 	int n = 0;
 
+	memset(res, 0, sizeof(res));
+
 	if (!json)
 		printf("%10s %14s %14s %14s\n", "buffers", "pool ns/op", "cached ns/op", "cold ns/op");
 	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
@@ -600,6 +602,7 @@ int cmd_bench(int argc, char **argv)
 	}
 	if (threads < 2)
 		threads = 2;
+	memset(res, 0, sizeof(res));
 	if (sweep)
 		return cmd_sweep(json, ops, reps);
 	if (buffers < 4 * BENCH_CACHE)
