@@ -17,7 +17,7 @@
  * Everything read from the layout may come from another process, so each
  * index is range-checked before use and every retry loop is bounded.
  */
-#include "pool.h"
+#include "pool_cache.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -190,6 +190,93 @@ int ap_fl_push(struct asyncpool *pool, uint32_t idx)
 }
 
 /*
+ * Pop a chain of at least min and at most max buffers with one CAS: walk
+ * from the head (bounded by max, every index range-checked), then swing
+ * the head to the node after the chain.  The tag makes the walk safe: if
+ * the CAS succeeds, nothing was popped or pushed since the head was read,
+ * so the links walked were the list.  The popped buffers get mark
+ * (AP_FL_LEASED, or AP_FL_CACHED for a thread cache) in next[].  The
+ * indices go to out, stride bytes apart (an array, or the buffer_index
+ * fields of an array of leases).
+ */
+#define AP_OUT(j) (*(uint32_t *)((char *)out + (size_t)(j) * stride))
+
+int ap_fl_pop_chain(struct asyncpool *pool, void *out, size_t stride, uint32_t min,
+		    uint32_t max, uint32_t mark, uint32_t *got)
+{
+	struct ap_pool_head *line = pool->line;
+	uint64_t h = atomic_load_explicit(&line->head, memory_order_acquire);
+
+	*got = 0;
+	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
+		uint32_t i = AP_HEAD_INDEX(h), k = 0;
+
+		while (k < max && i < pool->count) {
+			AP_OUT(k) = i;
+			k++;
+			i = atomic_load_explicit(&pool->next[i], memory_order_relaxed);
+		}
+		if (AP_UNLIKELY(i >= pool->count && i != AP_FL_END)) {
+			/* A node of the chain was popped under us, or corruption. */
+			uint64_t again = atomic_load_explicit(&line->head, memory_order_acquire);
+
+			if (again == h) {
+				count_corruption(pool);
+				return -EUCLEAN;
+			}
+			h = again;
+			continue;
+		}
+		if (k < min) {
+			atomic_fetch_add_explicit(&pool->ctr->empty, 1, memory_order_relaxed);
+			return -ENOBUFS;
+		}
+		AP_TEST_POINT();
+		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
+							  AP_HEAD_MAKE(i, AP_HEAD_TAG(h) + 1),
+							  memory_order_acquire,
+							  memory_order_acquire)) {
+			for (uint32_t j = 0; j < k; j++)
+				atomic_store_explicit(&pool->next[AP_OUT(j)], mark, memory_order_relaxed);
+			*got = k;
+			return 0;
+		}
+	}
+	count_corruption(pool);
+	return -EUCLEAN;
+}
+
+#undef AP_OUT
+
+/*
+ * Push n buffers the caller owns (in range, claimed: no one else may
+ * release them) as one pre-linked chain with one CAS.
+ */
+int ap_fl_push_chain(struct asyncpool *pool, const uint32_t *idx, uint32_t n)
+{
+	struct ap_pool_head *line = pool->line;
+	uint64_t h;
+
+	if (!n)
+		return 0;
+	for (uint32_t j = 0; j + 1 < n; j++)
+		atomic_store_explicit(&pool->next[idx[j]], idx[j + 1], memory_order_relaxed);
+	h = atomic_load_explicit(&line->head, memory_order_relaxed);
+	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
+		atomic_store_explicit(&pool->next[idx[n - 1]], AP_HEAD_INDEX(h),
+				      memory_order_relaxed);
+		AP_TEST_POINT();
+		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
+							  AP_HEAD_MAKE(idx[0], AP_HEAD_TAG(h) + 1),
+							  memory_order_release,
+							  memory_order_relaxed))
+			return 0;
+	}
+	count_corruption(pool);
+	return -EUCLEAN;
+}
+
+/*
  * Count the free buffers by walking the list, bounded by the capacity.
  * Exact while no other thread changes the pool; a walk that meets a
  * buffer leased under it stops there.  Keeping a counter instead would
@@ -217,7 +304,8 @@ void ap_lease_make(struct asyncpool *pool, uint32_t idx, struct asyncpool_lease 
 	out->span.region = pool->region;
 	out->span.offset = (size_t)idx * pool->buffer_size;
 	out->span.length = pool->buffer_size;
-	out->release.fn = ap_pool_recycle;
+	/* Adopted and fallback leases of a cached pool go to a cache too. */
+	out->release.fn = pool->cache_size ? ap_cache_recycle : ap_pool_recycle;
 	out->release.ctx = pool;
 	out->buffer_index = idx;
 }
@@ -257,10 +345,17 @@ AP_EXPORT int asyncpool_create(struct asyncpool_region *r, struct asyncpool **ou
 
 AP_EXPORT int asyncpool_destroy(struct asyncpool *pool)
 {
+	int rc;
+
 	if (!pool)
 		return -EINVAL;
-	if (!pool->shared && ap_fl_count(pool) != pool->count)
+	if (pool->cache_size) {
+		rc = ap_cache_destroy(pool);       /* flushes the caches */
+		if (rc)
+			return rc;
+	} else if (!pool->shared && ap_fl_count(pool) != pool->count) {
 		return -EBUSY;
+	}
 	if (pool->owns_storage)
 		munmap(pool->storage, pool->storage_size);
 	asyncpool_region_unref(pool->region);
@@ -268,18 +363,12 @@ AP_EXPORT int asyncpool_destroy(struct asyncpool *pool)
 	return 0;
 }
 
-AP_EXPORT int asyncpool_acquire(struct asyncpool *pool, struct asyncpool_lease *out)
+static __attribute__((noinline)) int acquire_fl(struct asyncpool *pool,
+						 struct asyncpool_lease *out)
 {
 	uint32_t idx;
-	int rc;
+	int rc = ap_fl_pop(pool, &idx);
 
-	if (AP_UNLIKELY(!out))
-		return -EINVAL;
-	if (AP_UNLIKELY(!pool)) {
-		memset(out, 0, sizeof(*out));
-		return -EINVAL;
-	}
-	rc = ap_fl_pop(pool, &idx);
 	if (AP_UNLIKELY(rc)) {
 		memset(out, 0, sizeof(*out));
 		return rc;
@@ -288,9 +377,34 @@ AP_EXPORT int asyncpool_acquire(struct asyncpool *pool, struct asyncpool_lease *
 	return 0;
 }
 
+static __attribute__((noinline)) int acquire_slow(struct asyncpool *pool,
+						   struct asyncpool_lease *out)
+{
+	if (AP_UNLIKELY(!pool)) {
+		memset(out, 0, sizeof(*out));
+		return -EINVAL;
+	}
+	if (pool->cache_size)
+		return ap_cache_acquire_slow(pool, out);
+	return acquire_fl(pool, out);
+}
+
+AP_EXPORT int asyncpool_acquire(struct asyncpool *pool, struct asyncpool_lease *out)
+{
+	if (AP_UNLIKELY(!out))
+		return -EINVAL;
+	/* The calling thread's cache of pool first: no stack frame. */
+	if (AP_LIKELY(ap_cache_take(pool, out)))
+		return 0;
+	return acquire_slow(pool, out);
+}
+
 AP_EXPORT size_t asyncpool_available(const struct asyncpool *pool)
 {
-	return pool ? ap_fl_count(pool) : 0;
+	if (!pool)
+		return 0;
+	/* The freelist, and this process's caches of the pool. */
+	return ap_fl_count(pool) + (pool->cache_size ? ap_cache_count(pool) : 0);
 }
 
 AP_EXPORT size_t asyncpool_capacity(const struct asyncpool *pool)

@@ -19,6 +19,12 @@ struct asyncpool {
 	size_t                   storage_size;
 	bool                     owns_storage;  /* local pool: munmap on destroy */
 	bool                     shared;
+	/* Per-thread caches (pool_cache.c); cache_size 0: none. */
+	uint32_t                 cache_size;
+	uint32_t                 cache_batch;   /* moved per refill or flush */
+	struct ap_cache         *caches;        /* registry, under ap_cache_lock */
+	struct asyncpool        *cached_next;   /* list of cached pools, same lock */
+	struct asyncpool       **cached_pprev;
 };
 
 /* Test builds can stall a thread between reading the head and its CAS. */
@@ -40,5 +46,10 @@ int  ap_fl_push(struct asyncpool *pool, uint32_t idx);
 uint32_t ap_fl_count(const struct asyncpool *pool);
 void ap_pool_recycle(void *ctx, uint32_t idx);
 void ap_lease_make(struct asyncpool *pool, uint32_t idx, struct asyncpool_lease *out);
+int  ap_fl_pop_chain(struct asyncpool *pool, void *out, size_t stride, uint32_t min,
+		     uint32_t max, uint32_t mark, uint32_t *got);
+int  ap_fl_push_chain(struct asyncpool *pool, const uint32_t *idx, uint32_t n);
+/* pool_cache.c: give a pool handle per-thread caches (local or shared). */
+int  ap_pool_cache_init(struct asyncpool *pool, uint32_t cache_size);
 
 #endif /* ASYNCPOOL_POOL_INTERNAL_H */

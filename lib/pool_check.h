@@ -105,7 +105,8 @@ struct ap_audit {
 	uint32_t head_tag;
 	uint32_t free;          /* buffers on the list */
 	uint32_t leased;        /* buffers marked AP_FL_LEASED */
-	uint32_t lost;          /* buffers neither on the list nor leased */
+	uint32_t cached;        /* buffers marked AP_FL_CACHED: in a thread cache */
+	uint32_t lost;          /* buffers neither on the list, leased nor cached */
 	const char *problem;    /* the first inconsistency, or NULL */
 	uint32_t problem_index; /* the buffer it was seen at, or AP_FL_END */
 };
@@ -122,8 +123,8 @@ static inline void ap_audit_fail(struct ap_audit *a, const char *what, uint32_t 
  * Walk the freelist from head through next[] (count entries), with seen
  * a zeroed bitmap of count bits.  The walk stops at the first index
  * that is out of range or seen twice, so it takes at most count steps.
- * The list is consistent when every buffer is either on it once or
- * leased.  Exact only while no one changes the pool.  0 or -EUCLEAN.
+ * The list is consistent when every buffer is on it once, leased, or in
+ * a thread cache.  Exact only while no one changes the pool.  0 or -EUCLEAN.
  */
 static inline int ap_freelist_audit(uint64_t head, const _Atomic uint32_t *next,
 				    uint32_t count, unsigned char *seen, struct ap_audit *a)
@@ -138,6 +139,7 @@ static inline int ap_freelist_audit(uint64_t head, const _Atomic uint32_t *next,
 		if (i >= count) {
 			ap_audit_fail(a, from == AP_FL_END ? "head index out of range" :
 				      i == AP_FL_LEASED ? "the list reaches a leased buffer" :
+				      i == AP_FL_CACHED ? "the list reaches a cached buffer" :
 				      "next index out of range", from);
 			break;
 		}
@@ -158,13 +160,15 @@ static inline int ap_freelist_audit(uint64_t head, const _Atomic uint32_t *next,
 			continue;
 		if (v == AP_FL_LEASED) {
 			a->leased++;
+		} else if (v == AP_FL_CACHED) {
+			a->cached++;
 		} else {
 			a->lost++;
-			ap_audit_fail(a, "a buffer is neither free nor leased", j);
+			ap_audit_fail(a, "a buffer is neither free, leased nor cached", j);
 		}
 	}
-	if ((uint64_t)a->free + a->leased != count)
-		ap_audit_fail(a, "free + leased is not the capacity", AP_FL_END);
+	if ((uint64_t)a->free + a->leased + a->cached != count)
+		ap_audit_fail(a, "free + leased + cached is not the capacity", AP_FL_END);
 	return a->problem ? -EUCLEAN : 0;
 }
 

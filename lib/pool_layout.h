@@ -26,6 +26,12 @@
 /* next[] values beyond any index */
 #define AP_FL_END    0xffffffffu        /* end of the list; empty head */
 #define AP_FL_LEASED 0xfffffffeu        /* the buffer is leased */
+/*
+ * The buffer is free, in a per-thread cache of one process: off the list
+ * (the freelist counts it as leased), but not leased to a user, so that a
+ * release of it is refused like a release of a free buffer.
+ */
+#define AP_FL_CACHED 0xfffffffdu
 
 /* The head word: index in the low 32 bits, ABA tag in the high 32. */
 #define AP_HEAD_INDEX(h)      ((uint32_t)(h))

@@ -138,6 +138,7 @@ static int report(const char *what, const unsigned char *mem, size_t size)
 	printf("capacity:        %" PRIu32 "\n", h.buffer_count);
 	printf("available:       %" PRIu32 "\n", a.free);
 	printf("leased:          %" PRIu32 "\n", a.leased);
+	printf("cached:          %" PRIu32 "\n", a.cached);
 	if (a.lost)
 		printf("lost:            %" PRIu32 "\n", a.lost);
 	if (rc) {

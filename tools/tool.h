@@ -3,6 +3,7 @@
 #ifndef ASYNCPOOL_TOOL_H
 #define ASYNCPOOL_TOOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -31,6 +32,25 @@ static inline uint64_t tool_now_ns(void)
 int tool_memory_pool(struct asyncpool_proactor **p, struct asyncpool **pool,
 		     size_t size, uint32_t count);
 void tool_memory_pool_free(struct asyncpool_proactor *p, struct asyncpool *pool);
+
+/* One line of `asyncpool bench`. */
+struct bench_result {
+	const char *name;
+	unsigned threads;
+	double ns[3];           /* median, min, max per pair per thread */
+	double mops[3];         /* median, min, max, all threads */
+	unsigned long buffers;  /* --sweep: pool size, else 0 */
+	const char *extra_name; /* one more JSON field, or NULL */
+	double extra;
+};
+
+void bench_summarize(struct bench_result *out, const uint64_t *elapsed, unsigned reps,
+		     unsigned long ops, unsigned threads, unsigned long ops_total);
+int bench_pool(struct asyncpool_proactor **p, struct asyncpool **pool, uint32_t count,
+	       uint32_t cache, bool populate);
+/* tools/bench_shared.c: a shared pool used by two processes at once. */
+int bench_shared(uint32_t buffers, uint32_t cache, unsigned long ops, unsigned reps,
+		 struct bench_result *out);
 
 /* Parse a positive decimal number, or exit with a usage message. */
 unsigned long tool_number(const char *opt, const char *arg, unsigned long max);

@@ -34,7 +34,30 @@ struct asyncpool_stats {
 	uint64_t empty;            /* acquires that found the pool empty */
 };
 
+/* The largest per-thread cache of a pool, in buffers. */
+#define ASYNCPOOL_CACHE_MAX 4096u
+
+/*
+ * Options for asyncpool_create_opts().  Extensible: zero the whole
+ * struct, set size to sizeof(struct asyncpool_options), then the fields
+ * you need.  Fields beyond size that this build does not know must be
+ * zero.
+ */
+struct asyncpool_options {
+	size_t   size;             /* sizeof(struct asyncpool_options) */
+	uint32_t cache_size;       /* buffers per thread cache; 0: no caches */
+	uint32_t flags;            /* none defined yet: 0 */
+	uint64_t reserved[4];      /* must be zero */
+};
+
 int    asyncpool_create(struct asyncpool_region *r, struct asyncpool **out);
+int    asyncpool_create_opts(struct asyncpool_region *r, const struct asyncpool_options *opts,
+			     struct asyncpool **out);
+int    asyncpool_set_cache(struct asyncpool *pool, uint32_t cache_size);
+int    asyncpool_cache_flush(struct asyncpool *pool);
+int    asyncpool_acquire_bulk(struct asyncpool *pool, struct asyncpool_lease *leases,
+			      unsigned int n);
+void   asyncpool_release_bulk(struct asyncpool_lease *leases, unsigned int n);
 int    asyncpool_destroy(struct asyncpool *pool);
 int    asyncpool_acquire(struct asyncpool *pool, struct asyncpool_lease *out);
 size_t asyncpool_available(const struct asyncpool *pool);

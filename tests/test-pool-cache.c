@@ -1,0 +1,521 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-thread caches and bulk operations: options, hand-off of leases
+ * between 8 threads with ownership checks, thread exit, flush, destroy
+ * with populated caches, double releases, fork, and bulk all-or-nothing.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <asyncpool.h>
+#include "tap.h"
+
+#define THREADS 8
+#define BUFFERS 512
+#define CACHE   32
+
+static struct asyncpool_proactor *proactor;
+
+static struct asyncpool_region *make_region(uint32_t count)
+{
+	struct asyncpool_slab_options o;
+	struct asyncpool_slab *s;
+	struct asyncpool_region *r;
+
+	memset(&o, 0, sizeof(o));
+	o.size = sizeof(o);
+	o.buffer_size = 64;
+	o.buffer_count = count;
+	o.numa_node = -1;
+	if (asyncpool_slab_create(&o, &s))
+		bail_out("slab");
+	if (asyncpool_proactor_register_slab(proactor, s, ASYNCPOOL_ACCESS_READ, &r))
+		bail_out("region");
+	asyncpool_slab_unref(s);
+	return r;
+}
+
+static struct asyncpool *make_pool(uint32_t count, uint32_t cache)
+{
+	struct asyncpool_region *r = make_region(count);
+	struct asyncpool_options o;
+	struct asyncpool *pool;
+
+	memset(&o, 0, sizeof(o));
+	o.size = sizeof(o);
+	o.cache_size = cache;
+	if (asyncpool_create_opts(r, &o, &pool))
+		bail_out("pool");
+	asyncpool_region_unref(r);
+	return pool;
+}
+
+static uint64_t bad_releases(struct asyncpool *pool)
+{
+	struct asyncpool_stats st;
+
+	memset(&st, 0, sizeof(st));
+	st.size = sizeof(st);
+	asyncpool_stats(pool, &st);
+	return st.bad_releases;
+}
+
+/* ---- options ---- */
+static void test_options(void)
+{
+	struct asyncpool_region *r = make_region(16);
+	struct {
+		struct asyncpool_options o;
+		uint64_t tail[2];
+	} big;
+	struct asyncpool_options o;
+	struct asyncpool *pool = (void *)1, *plain;
+	struct asyncpool_lease l, lp;
+
+	memset(&o, 0, sizeof(o));
+	o.size = sizeof(o);
+	is_int(asyncpool_create_opts(r, &o, NULL), -EINVAL, "opts: NULL out");
+	is_int(asyncpool_create_opts(NULL, &o, &pool), -EINVAL, "opts: NULL region");
+	ok(pool == NULL, "opts: out is NULL on failure");
+	o.size = offsetof(struct asyncpool_options, flags);
+	is_int(asyncpool_create_opts(r, &o, &pool), -EINVAL, "opts: size too small");
+	o.size = sizeof(o);
+	o.flags = 1;
+	is_int(asyncpool_create_opts(r, &o, &pool), -EINVAL, "opts: unknown flag");
+	o.flags = 0;
+	o.reserved[3] = 1;
+	is_int(asyncpool_create_opts(r, &o, &pool), -EINVAL, "opts: reserved not zero");
+	o.reserved[3] = 0;
+	o.cache_size = ASYNCPOOL_CACHE_MAX + 1;
+	is_int(asyncpool_create_opts(r, &o, &pool), -EINVAL, "opts: cache too large");
+	o.cache_size = 17;
+	is_int(asyncpool_create_opts(r, &o, &pool), -EINVAL, "opts: cache larger than the pool");
+	memset(&big, 0, sizeof(big));
+	big.o.size = sizeof(big);
+	big.o.cache_size = 4;
+	big.tail[1] = 1;
+	is_int(asyncpool_create_opts(r, &big.o, &pool), -EINVAL, "opts: unknown tail not zero");
+	big.tail[1] = 0;
+	is_int(asyncpool_create_opts(r, &big.o, &pool), 0, "opts: larger struct, zero tail");
+	is_int(asyncpool_set_cache(pool, 8), -EEXIST, "set_cache: caches already on");
+	is_int(asyncpool_destroy(pool), 0, "destroy");
+
+	/* cache_size 0: a pool like asyncpool_create's */
+	o.cache_size = 0;
+	is_int(asyncpool_create_opts(r, &o, &pool), 0, "opts: cache_size 0");
+	is_int(asyncpool_create(r, &plain), 0, "plain pool");
+	asyncpool_acquire(pool, &l);
+	asyncpool_acquire(plain, &lp);
+	ok(l.release.fn == lp.release.fn, "cache_size 0 means no cache");
+	asyncpool_lease_release(&l);
+	asyncpool_lease_release(&lp);
+	is_int(asyncpool_set_cache(pool, 17), -EINVAL, "set_cache: too large");
+	is_int(asyncpool_set_cache(NULL, 4), -EINVAL, "set_cache: NULL pool");
+	is_int(asyncpool_set_cache(pool, 0), 0, "set_cache: 0 is no cache");
+	is_int(asyncpool_set_cache(pool, 4), 0, "set_cache: turn caches on");
+	asyncpool_acquire(pool, &l);
+	ok(l.release.fn != lp.release.fn, "set_cache: leases come from the cache");
+	asyncpool_lease_release(&l);
+	is_int(asyncpool_available(pool), 16, "available counts cached buffers");
+	is_int(asyncpool_destroy(pool), 0, "destroy");
+	is_int(asyncpool_create_opts(r, NULL, &pool), 0, "opts: NULL is the defaults");
+	is_int(asyncpool_destroy(pool), 0, "destroy");
+	is_int(asyncpool_destroy(plain), 0, "destroy");
+	is_int(asyncpool_cache_flush(NULL), -EINVAL, "cache_flush: NULL");
+	asyncpool_region_unref(r);
+}
+
+/* ---- 8 threads handing leases to each other ---- */
+struct queue {
+	pthread_mutex_t lock;
+	struct asyncpool_lease *v;
+	uint32_t head, tail, cap;       /* ring of cap entries */
+};
+
+static struct queue queues[THREADS];
+static struct asyncpool *hpool;
+static long handoffs = 50000;
+static _Atomic unsigned char inuse[BUFFERS];
+static atomic_long violations, errors, enobufs, released;
+static atomic_int producing;
+
+static void queue_push(struct queue *q, const struct asyncpool_lease *l)
+{
+	pthread_mutex_lock(&q->lock);
+	if (q->tail - q->head == q->cap) {
+		uint32_t cap = 2 * q->cap;
+		struct asyncpool_lease *v = malloc(sizeof(*v) * cap);
+
+		if (!v)
+			bail_out("queue");
+		for (uint32_t i = 0; i < q->cap; i++)
+			v[i] = q->v[(q->head + i) % q->cap];
+		free(q->v);
+		q->v = v;
+		q->tail -= q->head;
+		q->head = 0;
+		q->cap = cap;
+	}
+	q->v[q->tail++ % q->cap] = *l;
+	pthread_mutex_unlock(&q->lock);
+}
+
+static int queue_pop(struct queue *q, struct asyncpool_lease *l)
+{
+	int got = 0;
+
+	pthread_mutex_lock(&q->lock);
+	if (q->head != q->tail) {
+		*l = q->v[q->head++ % q->cap];
+		got = 1;
+	}
+	pthread_mutex_unlock(&q->lock);
+	return got;
+}
+
+/* Check the buffer still carries what its acquirer wrote, then release. */
+static void check_and_release(struct asyncpool_lease *l)
+{
+	uint64_t *w = asyncpool_span_ptr(l->span);
+	uint32_t idx = l->buffer_index;
+
+	if (w[1] != (w[0] ^ 0x5a5a5a5a5a5a5a5aull) || w[2] != idx)
+		atomic_fetch_add(&violations, 1);
+	if (atomic_exchange(&inuse[idx], 0) != 1)
+		atomic_fetch_add(&violations, 1);
+	asyncpool_lease_release(l);
+	atomic_fetch_add(&released, 1);
+}
+
+static int drain(unsigned id)
+{
+	struct asyncpool_lease l;
+	int n = 0;
+
+	while (queue_pop(&queues[id], &l)) {
+		check_and_release(&l);
+		n++;
+	}
+	return n;
+}
+
+static void *handoff_worker(void *arg)
+{
+	unsigned id = (unsigned)(uintptr_t)arg;
+	uint64_t seed = 0x12345678u + id * 0x9e3779b9u;
+
+	for (long i = 0; i < handoffs; i++) {
+		struct asyncpool_lease l;
+		uint64_t *w;
+		int rc;
+
+		if (i % 16 == 0)
+			drain(id);
+		rc = asyncpool_acquire(hpool, &l);
+		if (rc == -ENOBUFS) {
+			atomic_fetch_add(&enobufs, 1);
+			if (!drain(id))
+				sched_yield();
+			i--;
+			continue;
+		}
+		if (rc) {
+			atomic_fetch_add(&errors, 1);
+			break;
+		}
+		if (l.buffer_index >= BUFFERS || atomic_exchange(&inuse[l.buffer_index], 1) != 0)
+			atomic_fetch_add(&violations, 1);
+		w = asyncpool_span_ptr(l.span);
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		w[0] = seed;
+		w[1] = seed ^ 0x5a5a5a5a5a5a5a5aull;
+		w[2] = l.buffer_index;
+		queue_push(&queues[(seed >> 33) % THREADS], &l);
+	}
+	atomic_fetch_sub(&producing, 1);
+	/* Release what the others send until everyone has stopped sending. */
+	while (atomic_load(&producing) > 0)
+		if (!drain(id))
+			sched_yield();
+	drain(id);
+	if (asyncpool_cache_flush(hpool))
+		atomic_fetch_add(&errors, 1);
+	return NULL;
+}
+
+static void test_handoff(void)
+{
+	pthread_t t[THREADS];
+	struct asyncpool_lease *all;
+	const char *env = getenv("ASYNCPOOL_STRESS_ITERATIONS");
+
+	if (env)
+		handoffs = strtol(env, NULL, 10);
+	hpool = make_pool(BUFFERS, CACHE);
+	atomic_store(&producing, THREADS);
+	for (int i = 0; i < THREADS; i++) {
+		pthread_mutex_init(&queues[i].lock, NULL);
+		queues[i].cap = 64;
+		queues[i].v = malloc(sizeof(struct asyncpool_lease) * 64);
+	}
+	for (uintptr_t i = 0; i < THREADS; i++)
+		pthread_create(&t[i], NULL, handoff_worker, (void *)i);
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	diag("%d threads x %ld leases handed to random threads; %ld empty retries",
+	     THREADS, handoffs, atomic_load(&enobufs));
+	is_int(atomic_load(&violations), 0, "handoff: no buffer held twice, contents intact");
+	is_int(atomic_load(&errors), 0, "handoff: no error but -ENOBUFS");
+	is_int(atomic_load(&released), (long)THREADS * handoffs, "handoff: every lease released");
+	is_int(bad_releases(hpool), 0, "handoff: no bad release");
+	is_int(asyncpool_available(hpool), BUFFERS, "handoff: available == capacity after exit");
+	/* The exited threads' caches are really back on the freelist. */
+	all = calloc(BUFFERS, sizeof(*all));
+	is_int(asyncpool_acquire_bulk(hpool, all, BUFFERS), 0, "handoff: all buffers on the freelist");
+	asyncpool_release_bulk(all, BUFFERS);
+	free(all);
+	is_int(asyncpool_destroy(hpool), 0, "handoff: destroy");
+	for (int i = 0; i < THREADS; i++) {
+		pthread_mutex_destroy(&queues[i].lock);
+		free(queues[i].v);
+	}
+}
+
+/* ---- flush, destroy with populated caches, stale entries ---- */
+static struct asyncpool *fpool;
+static pthread_barrier_t bar;
+static int other_rc[4];
+
+/* Holds a populated cache while main tests, then uses a new pool. */
+static void *cache_holder(void *arg)
+{
+	struct asyncpool_lease l[8];
+	struct asyncpool *np;
+
+	(void)arg;
+	for (int i = 0; i < 8; i++)
+		asyncpool_acquire(fpool, &l[i]);
+	for (int i = 0; i < 8; i++)
+		asyncpool_lease_release(&l[i]);
+	pthread_barrier_wait(&bar);     /* 1: cache populated */
+	pthread_barrier_wait(&bar);     /* 2: main destroyed fpool */
+	/* The stale cache entry must not be used for a new pool. */
+	np = make_pool(16, 4);
+	other_rc[0] = asyncpool_acquire(np, &l[0]);
+	asyncpool_lease_release(&l[0]);
+	other_rc[1] = (int)asyncpool_available(np);
+	asyncpool_cache_flush(np);
+	other_rc[2] = asyncpool_destroy(np);
+	return NULL;
+}
+
+static void *bulk_all(void *arg)
+{
+	struct asyncpool_lease *l = calloc(64, sizeof(*l));
+	intptr_t rc = asyncpool_acquire_bulk(arg, l, 64);
+
+	asyncpool_release_bulk(l, 64);
+	asyncpool_cache_flush(arg);
+	free(l);
+	return (void *)rc;
+}
+
+static void test_flush_destroy(void)
+{
+	struct asyncpool_lease l[8], copy;
+	pthread_t t;
+	void *rc;
+
+	fpool = make_pool(64, 16);
+	for (int i = 0; i < 8; i++)
+		asyncpool_acquire(fpool, &l[i]);
+	for (int i = 0; i < 8; i++)
+		asyncpool_lease_release(&l[i]);
+	pthread_create(&t, NULL, bulk_all, fpool);
+	pthread_join(t, &rc);
+	is_int((intptr_t)rc, -ENOBUFS, "flush: another thread cannot have what this cache holds");
+	is_int(asyncpool_cache_flush(fpool), 0, "cache_flush");
+	pthread_create(&t, NULL, bulk_all, fpool);
+	pthread_join(t, &rc);
+	is_int((intptr_t)rc, 0, "flush: after it, another thread gets all 64");
+
+	/* double release of a cached lease copy */
+	asyncpool_acquire(fpool, &l[0]);
+	copy = l[0];
+	asyncpool_lease_release(&l[0]);
+	asyncpool_lease_release(&copy);
+	is_int(bad_releases(fpool), 1, "double release of a cached lease refused and counted");
+	asyncpool_lease_release(&copy);
+	is_int(bad_releases(fpool), 1, "the lease object itself is idempotent");
+	asyncpool_cache_flush(fpool);
+	{
+		struct asyncpool_lease c2;
+
+		asyncpool_acquire(fpool, &c2);
+		copy = c2;
+		asyncpool_lease_release(&c2);
+		asyncpool_cache_flush(fpool);
+		asyncpool_lease_release(&copy);
+		is_int(bad_releases(fpool), 2, "release of a copy after the flush refused");
+	}
+	is_int(asyncpool_available(fpool), 64, "available after double releases");
+
+	/* destroy with populated caches, in this thread and in a live one */
+	pthread_barrier_init(&bar, NULL, 2);
+	pthread_create(&t, NULL, cache_holder, NULL);
+	pthread_barrier_wait(&bar);
+	asyncpool_acquire(fpool, &l[0]);
+	asyncpool_acquire(fpool, &l[1]);
+	asyncpool_lease_release(&l[1]);
+	is_int(asyncpool_destroy(fpool), -EBUSY, "destroy with a lease out: -EBUSY");
+	asyncpool_lease_release(&l[0]);
+	is_int(asyncpool_available(fpool), 64, "available after -EBUSY");
+	is_int(asyncpool_destroy(fpool), 0, "destroy with two populated caches");
+	pthread_barrier_wait(&bar);
+	pthread_join(t, NULL);
+	is_int(other_rc[0], 0, "a thread with a stale cache entry uses a new pool");
+	is_int(other_rc[1], 16, "its new cache is counted");
+	is_int(other_rc[2], 0, "and destroys it");
+	pthread_barrier_destroy(&bar);
+}
+
+/* ---- fork: the child gets the orphaned caches of a local pool back ---- */
+static void *fork_holder(void *arg)
+{
+	struct asyncpool_lease l[8];
+
+	for (int i = 0; i < 8; i++)
+		asyncpool_acquire(arg, &l[i]);
+	for (int i = 0; i < 8; i++)
+		asyncpool_lease_release(&l[i]);
+	pthread_barrier_wait(&bar);
+	pthread_barrier_wait(&bar);
+	asyncpool_cache_flush(arg);
+	return NULL;
+}
+
+static void test_fork(void)
+{
+	struct asyncpool *pool = make_pool(32, 8);
+	struct asyncpool_lease l[32];
+	pthread_t t;
+	pid_t pid;
+	int status = -1;
+
+	pthread_barrier_init(&bar, NULL, 2);
+	pthread_create(&t, NULL, fork_holder, pool);
+	pthread_barrier_wait(&bar);
+	for (int i = 0; i < 4; i++)
+		asyncpool_acquire(pool, &l[i]);
+	for (int i = 0; i < 4; i++)
+		asyncpool_lease_release(&l[i]);
+	pid = fork();
+	if (pid == 0) {
+		int rc = asyncpool_acquire_bulk(pool, l, 32);
+
+		asyncpool_release_bulk(l, 32);
+		_exit(rc == 0 && asyncpool_available(pool) == 32 &&
+		      asyncpool_destroy(pool) == 0 ? 0 : 1);
+	}
+	pthread_barrier_wait(&bar);
+	pthread_join(t, NULL);
+	pthread_barrier_destroy(&bar);
+	waitpid(pid, &status, 0);
+	ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	   "fork: the child has every buffer of a local pool, orphaned caches included");
+	is_int(asyncpool_available(pool), 32, "fork: the parent still has all");
+	is_int(asyncpool_destroy(pool), 0, "fork: destroy");
+}
+
+/* ---- bulk ---- */
+static atomic_int foreign_calls;
+
+static void foreign_release(void *ctx, uint32_t idx)
+{
+	(void)ctx;
+	(void)idx;
+	atomic_fetch_add(&foreign_calls, 1);
+}
+
+static void test_bulk(uint32_t cache)
+{
+	struct asyncpool *pool = make_pool(16, cache), *other = make_pool(16, cache);
+	struct asyncpool_lease l[20], one[10], mix[6];
+	const char *what = cache ? "cached" : "uncached";
+	int zero = 1;
+
+	is_int(asyncpool_acquire_bulk(NULL, l, 1), -EINVAL, "bulk %s: NULL pool", what);
+	is_int(asyncpool_acquire_bulk(pool, NULL, 1), -EINVAL, "bulk %s: NULL leases", what);
+	is_int(asyncpool_acquire_bulk(pool, l, 17), -EINVAL, "bulk %s: more than the capacity", what);
+	is_int(asyncpool_acquire_bulk(pool, l, 0), 0, "bulk %s: n == 0", what);
+	for (int i = 0; i < 10; i++)
+		asyncpool_acquire(pool, &one[i]);
+	asyncpool_lease_release(&one[9]);       /* one in the cache, if any */
+	is_int(asyncpool_acquire_bulk(pool, l, 8), -ENOBUFS, "bulk %s: all or nothing", what);
+	for (int i = 0; i < 8; i++)
+		zero &= !asyncpool_lease_held(&l[i]) && l[i].span.region == NULL;
+	ok(zero, "bulk %s: leases zeroed on failure", what);
+	is_int(asyncpool_available(pool), 7, "bulk %s: nothing taken on failure", what);
+	is_int(asyncpool_acquire_bulk(pool, l, 7), 0, "bulk %s: exactly what is left", what);
+	is_int(asyncpool_available(pool), 0, "bulk %s: empty", what);
+	for (int i = 0; i < 7; i++)
+		for (int j = 0; j < 9; j++)
+			if (l[i].buffer_index == one[j].buffer_index)
+				zero = 0;
+	ok(zero, "bulk %s: no buffer given twice", what);
+	l[7] = l[0];                            /* a copy in the same array */
+	asyncpool_release_bulk(l, 8);
+	is_int(bad_releases(pool), 1, "bulk %s: duplicate in one array refused and counted", what);
+	asyncpool_release_bulk(l, 8);
+	is_int(bad_releases(pool), 1, "bulk %s: release_bulk idempotent per lease object", what);
+	asyncpool_release_bulk(one, 9);
+	is_int(asyncpool_available(pool), 16, "bulk %s: all back", what);
+	is_int(asyncpool_acquire_bulk(pool, l, 16), 0, "bulk %s: the whole pool", what);
+	asyncpool_release_bulk(l, 16);
+	is_int(asyncpool_available(pool), 16, "bulk %s: all back again", what);
+
+	/* leases of two pools and a foreign owner in one array */
+	asyncpool_acquire(pool, &mix[0]);
+	asyncpool_acquire(other, &mix[1]);
+	asyncpool_acquire(other, &mix[2]);
+	mix[3] = mix[0];
+	mix[3].release.fn = foreign_release;
+	asyncpool_acquire(pool, &mix[4]);
+	memset(&mix[5], 0, sizeof(mix[5]));
+	asyncpool_lease_release(&mix[0]);
+	asyncpool_acquire(pool, &mix[0]);
+	asyncpool_release_bulk(mix, 6);
+	is_int(atomic_load(&foreign_calls), 1, "bulk %s: a foreign lease by its callback", what);
+	atomic_store(&foreign_calls, 0);
+	is_int(asyncpool_available(pool), 16, "bulk %s: mixed array, first pool whole", what);
+	is_int(asyncpool_available(other), 16, "bulk %s: mixed array, second pool whole", what);
+	is_int(bad_releases(pool) + bad_releases(other), 1, "bulk %s: no other bad release", what);
+	asyncpool_release_bulk(NULL, 3);
+	asyncpool_cache_flush(pool);
+	asyncpool_cache_flush(other);
+	is_int(asyncpool_destroy(pool), 0, "bulk %s: destroy", what);
+	is_int(asyncpool_destroy(other), 0, "bulk %s: destroy other", what);
+}
+
+int main(void)
+{
+	if (asyncpool_proactor_create_memory(&proactor))
+		bail_out("proactor");
+	test_options();
+	test_bulk(0);
+	test_bulk(8);
+	test_flush_destroy();
+	test_fork();
+	test_handoff();
+	is_int(asyncpool_proactor_destroy(proactor), 0, "proactor destroy");
+	return done_testing();
+}
