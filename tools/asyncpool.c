@@ -27,9 +27,10 @@ static void usage(FILE *f)
 }
 
 int tool_memory_pool(struct asyncpool_proactor **p, struct asyncpool **pool,
-		     size_t size, uint32_t count)
+		     size_t size, uint32_t count, uint32_t cache, bool populate)
 {
 	struct asyncpool_slab_options o;
+	struct asyncpool_options po;
 	struct asyncpool_slab *s;
 	struct asyncpool_region *r;
 	int rc;
@@ -39,7 +40,10 @@ int tool_memory_pool(struct asyncpool_proactor **p, struct asyncpool **pool,
 	o.buffer_size = size;
 	o.buffer_count = count;
 	o.numa_node = -1;
-	o.flags = ASYNCPOOL_SLAB_POPULATE;
+	o.flags = populate ? ASYNCPOOL_SLAB_POPULATE : 0;
+	memset(&po, 0, sizeof(po));
+	po.size = sizeof(po);
+	po.cache_size = cache;
 	rc = asyncpool_proactor_create_memory(p);
 	if (rc)
 		return rc;
@@ -50,13 +54,14 @@ int tool_memory_pool(struct asyncpool_proactor **p, struct asyncpool **pool,
 	asyncpool_slab_unref(s);
 	if (rc)
 		goto fail_p;
-	rc = asyncpool_create(r, pool);
+	rc = asyncpool_create_opts(r, &po, pool);
 	asyncpool_region_unref(r);
 	if (rc)
 		goto fail_p;
 	return 0;
 fail_p:
 	asyncpool_proactor_destroy(*p);
+	*p = NULL;
 	return rc;
 }
 

@@ -354,46 +354,6 @@ static void print_json(const struct bench_result *res, int n, unsigned reps, uns
 	printf("]}\n");
 }
 
-/* A memory-proactor pool of count x 64-byte buffers, with caches or not. */
-int bench_pool(struct asyncpool_proactor **p, struct asyncpool **pool, uint32_t count,
-	       uint32_t cache, bool populate)
-{
-	struct asyncpool_slab_options o;
-	struct asyncpool_options po;
-	struct asyncpool_slab *s;
-	struct asyncpool_region *r;
-	int rc;
-
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = 64;
-	o.buffer_count = count;
-	o.numa_node = -1;
-	o.flags = populate ? ASYNCPOOL_SLAB_POPULATE : 0;
-	memset(&po, 0, sizeof(po));
-	po.size = sizeof(po);
-	po.cache_size = cache;
-	rc = asyncpool_proactor_create_memory(p);
-	if (rc)
-		return rc;
-	rc = asyncpool_slab_create(&o, &s);
-	if (rc)
-		goto fail_p;
-	rc = asyncpool_proactor_register_slab(*p, s, ASYNCPOOL_ACCESS_READ, &r);
-	asyncpool_slab_unref(s);
-	if (rc)
-		goto fail_p;
-	rc = asyncpool_create_opts(r, &po, pool);
-	asyncpool_region_unref(r);
-	if (rc)
-		goto fail_p;
-	return 0;
-fail_p:
-	asyncpool_proactor_destroy(*p);
-	*p = NULL;
-	return rc;
-}
-
 /* ---- the sweep: cost per pair from 64 to 16M buffers ---- */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
@@ -460,7 +420,7 @@ static int sweep_one(uint32_t count, uint32_t cache, unsigned long ops, unsigned
 	struct asyncpool_lease tmpl;
 	uint32_t *idx, win = count < SWEEP_WINDOW ? count : SWEEP_WINDOW;
 	uint64_t t0;
-	int rc = bench_pool(&p, &pool, count, 0, false);
+	int rc = tool_memory_pool(&p, &pool, 64, count, 0, false);
 
 	if (rc)
 		return rc;
@@ -611,7 +571,7 @@ int cmd_bench(int argc, char **argv)
 	memset(&r, 0, sizeof(r));
 	r.ops = ops;
 	for (int i = 0; i < 2; i++) {
-		rc = bench_pool(&p[i], &pools[i], buffers, i ? BENCH_CACHE : 0, true);
+		rc = tool_memory_pool(&p[i], &pools[i], 64, buffers, i ? BENCH_CACHE : 0, true);
 		if (rc) {
 			fprintf(stderr, "asyncpool bench: cannot create a pool: %s\n", strerror(-rc));
 			if (i)

@@ -102,7 +102,7 @@ int cmd_demo(int argc, char **argv)
 		printf("io_uring is not usable here (%s): running the memory-proactor demo\n", why);
 	}
 
-	rc = tool_memory_pool(&p, &pool, 4096, 64);
+	rc = tool_memory_pool(&p, &pool, 4096, 64, 0, true);
 	if (rc) {
 		fprintf(stderr, "asyncpool demo: cannot create a pool: %s\n", strerror(-rc));
 		return 1;

@@ -28,9 +28,12 @@ static inline uint64_t tool_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* A memory-proactor pool of count x size buffers; 0 or -errno. */
+/*
+ * A memory-proactor pool of count x size buffers, with per-thread caches
+ * of cache buffers (0: none), prefaulted or not; 0 or -errno.
+ */
 int tool_memory_pool(struct asyncpool_proactor **p, struct asyncpool **pool,
-		     size_t size, uint32_t count);
+		     size_t size, uint32_t count, uint32_t cache, bool populate);
 void tool_memory_pool_free(struct asyncpool_proactor *p, struct asyncpool *pool);
 
 /* One line of `asyncpool bench`. */
@@ -46,8 +49,6 @@ struct bench_result {
 
 void bench_summarize(struct bench_result *out, const uint64_t *elapsed, unsigned reps,
 		     unsigned long ops, unsigned threads, unsigned long ops_total);
-int bench_pool(struct asyncpool_proactor **p, struct asyncpool **pool, uint32_t count,
-	       uint32_t cache, bool populate);
 /* tools/bench_shared.c: a shared pool used by two processes at once. */
 int bench_shared(uint32_t buffers, uint32_t cache, unsigned long ops, unsigned reps,
 		 struct bench_result *out);
