@@ -33,10 +33,22 @@ static void shm_clear(struct asyncpool_shm *shm)
  * tmpfs file) must carry F_SEAL_SHRINK.  A named object never can: its
  * name and mode say whom it trusts, so open_named does not ask.
  */
+/* Map size bytes of fd shared and fill out; the fd stays open on failure. */
+static int shm_mmap(int fd, size_t size, struct asyncpool_shm *out)
+{
+	void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+	if (base == MAP_FAILED)
+		return -errno;
+	out->base = base;
+	out->size = size;
+	out->fd = fd;
+	return 0;
+}
+
 static int shm_map(int fd, bool check_seals, struct asyncpool_shm *out)
 {
 	struct stat st;
-	void *base;
 	int seals, rc;
 
 	if (fstat(fd, &st) < 0) {
@@ -57,15 +69,9 @@ static int shm_map(int fd, bool check_seals, struct asyncpool_shm *out)
 		rc = -EPERM;
 		goto fail;
 	}
-	base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (base == MAP_FAILED) {
-		rc = -errno;
-		goto fail;
-	}
-	out->base = base;
-	out->size = (size_t)st.st_size;
-	out->fd = fd;
-	return 0;
+	rc = shm_mmap(fd, (size_t)st.st_size, out);
+	if (rc == 0)
+		return 0;
 fail:
 	close(fd);
 	return rc;
@@ -85,7 +91,6 @@ static size_t huge_size(int fd)
 static int shm_try_create(size_t size, bool huge, struct asyncpool_shm *out)
 {
 	unsigned int mfd = MFD_CLOEXEC | MFD_ALLOW_SEALING;
-	void *base;
 	int fd, rc;
 
 	if (huge)
@@ -110,15 +115,9 @@ static int shm_try_create(size_t size, bool huge, struct asyncpool_shm *out)
 		rc = errno == EFBIG ? -EOVERFLOW : -errno;
 		goto fail;
 	}
-	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (base == MAP_FAILED) {
-		rc = -errno;
-		goto fail;
-	}
-	out->base = base;
-	out->size = size;
-	out->fd = fd;
-	return 0;
+	rc = shm_mmap(fd, size, out);
+	if (rc == 0)
+		return 0;
 fail:
 	close(fd);
 	return rc;
@@ -174,7 +173,6 @@ static int check_name(const char *name)
 AP_EXPORT int asyncpool_shm_create_named(const char *name, size_t size, mode_t mode,
 					 struct asyncpool_shm *out)
 {
-	void *base;
 	int fd, rc;
 
 	if (!out)
@@ -198,15 +196,9 @@ AP_EXPORT int asyncpool_shm_create_named(const char *name, size_t size, mode_t m
 		rc = errno == EFBIG ? -EOVERFLOW : -errno;
 		goto fail;
 	}
-	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (base == MAP_FAILED) {
-		rc = -errno;
-		goto fail;
-	}
-	out->base = base;
-	out->size = size;
-	out->fd = fd;
-	return 0;
+	rc = shm_mmap(fd, size, out);
+	if (rc == 0)
+		return 0;
 fail:
 	shm_unlink(name);
 	close(fd);
