@@ -39,14 +39,21 @@
  * (bounded by N) is acyclic and holds every free buffer once: free + held
  * == N, held == 0.
  *
- * Configuration: N = 4 buffers, NPROC = 2 processes x OPS = 2 rounds is
- * exhaustive in seconds; 3 processes x 2 rounds on 4 buffers is too big
- * for the test's time budget on 2 cores (see tests/test-model.sh for the
- * numbers), so the test runs the 3-process configuration with OPS = 1.
+ * Configuration: N = 4 buffers, NPROC = 2 processes x OPS = 2 rounds
+ * (3.3M states, about 5 s): what tests/test-model.sh runs.  Three
+ * processes are exhaustive too but too slow for make check on 2 shared
+ * cores, so they are run by hand (measured, no error):
+ *   spin -a -DNPROC=3 -DOPS=1 -DN=3: 12.8M states, 25-30 s
+ *   spin -a -DNPROC=3 -DOPS=1:       about 27M states, 87 s, 1.2 GB
+ * (cc -O2 -DSAFETY -DCOLLAPSE -DMEMLIM=2048 pan.c; ./pan -m100000).
  *
  * -DTAGLESS: the head carries no tag; only double ownership is asserted
  * (a spurious -EUCLEAN becomes a failed operation, as the code reports
- * it); spin must find a buffer popped by two owners.
+ * it); spin must find a buffer popped by two owners.  It does, in
+ * every configuration above (18K states for 2 x 2): a chain walk reads
+ * next[a] = b; the list changes under it until the head shows a again
+ * with b leased; the untagged CAS succeeds and the chain {a, b} takes b,
+ * which another process holds.
  */
 
 #ifndef N
