@@ -1,10 +1,20 @@
 #!/bin/sh
-# The freelist protocol, model-checked: spin explores every interleaving
-# of 3 processes x 2 acquire+release operations on 3 buffers
-# (tests/model/freelist.pml).  The model with the ABA tag must hold; the
-# tagless variant must lead spin to a buffer leased twice.
+# The freelist protocol, model-checked: spin explores every interleaving.
+#  tests/model/freelist.pml  3 processes x 2 acquire+release operations on
+#      3 buffers; with the ABA tag it must hold, tagless spin must find a
+#      buffer leased twice.
+#  tests/model/chains.pml    the chain pop/push of the cache work mixed
+#      with single pops/pushes: 2 processes x 2 rounds on 4 buffers; the
+#      tagless variant must find a buffer popped by two owners.
+#  tests/model/states.pml    a shared pool's per-buffer states: a buffer
+#      released by its owner and by a peer process at once, 2 more
+#      processes of traffic, 3 buffers: exactly one release refused, no
+#      buffer linked twice.  Racing with a release by plain check
+#      (a thread cache's, release_run_fl's) spin finds the double link.
+# Every search is exhaustive (-DSAFETY; -DCOLLAPSE is lossless state
+# compression, not a partial search).
 set -u
-model="${top_srcdir:-.}/tests/model/freelist.pml"
+models="${top_srcdir:-.}/tests/model"
 CC=${CC:-cc}
 if ! command -v spin > /dev/null 2>&1; then
 	echo "1..0 # SKIP spin is not installed (Debian package spin)"
@@ -12,16 +22,17 @@ if ! command -v spin > /dev/null 2>&1; then
 fi
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-cp "$model" "$tmp/freelist.pml" || exit 1
-echo "1..4"
+echo "1..18"
+t=0
 
-# verify NAME DEFINES: build pan in its own directory and run it
-# exhaustively (-DSAFETY: safety properties; -DCOLLAPSE: lossless state
-# compression, not a partial search).
+# verify NAME MODEL DEFINES: build pan in its own directory and run it.
+# Compiling pan.c takes longer than most searches here: -O1 for the large
+# searches, -O0 (opt=-O0) for the small ones.
+opt=-O1
 verify() {
-	mkdir -p "$tmp/$1" && cp "$tmp/freelist.pml" "$tmp/$1/" &&
-	(cd "$tmp/$1" && spin -a $2 freelist.pml > spin.out 2>&1 &&
-	 $CC -O2 -w -DSAFETY -DCOLLAPSE -DMEMLIM=2048 -o pan pan.c > cc.out 2>&1) ||
+	mkdir -p "$tmp/$1" && cp "$models/$2" "$tmp/$1/" &&
+	(cd "$tmp/$1" && spin -a $3 "$2" > spin.out 2>&1 &&
+	 $CC $opt -w -DSAFETY -DCOLLAPSE -DMEMLIM=2048 -o pan pan.c > cc.out 2>&1) ||
 		{ sed 's/^/# /' "$tmp/$1"/*.out; return 1; }
 	(cd "$tmp/$1" && ./pan -m100000 > pan.out 2>&1)
 	return 0
@@ -31,34 +42,78 @@ states() {
 	awk '/states, stored/ { print $1 }' "$1"
 }
 
-if verify tagged ""; then
-	echo "ok 1 - tagged model: spin -a and cc build the verifier"
-	out="$tmp/tagged/pan.out"
-	if grep -q "errors: 0" "$out" && grep -q "Full statespace search" "$out" &&
-	   ! grep -q "max search depth too small\|Search not completed\|out of memory" "$out"; then
-		echo "ok 2 - tagged model: exhaustive search, no assertion violated ($(states "$out") states)"
-	else
-		echo "not ok 2 - tagged model: exhaustive search, no assertion violated"
-		sed 's/^/# /' "$out"
-	fi
-	sed -n 's/^\(State-vector.*\)/# \1/p; s/^ *\([0-9.e+]* states, stored\)/# \1/p;
-		s/^ *\([0-9.]*\)\s*total actual memory usage/# \1 MB of memory/p;
-		s/^\(pan: elapsed time.*\)/# \1/p' "$out"
-else
-	echo "not ok 1 - tagged model: spin -a and cc build the verifier"
-	echo "not ok 2 - tagged model: exhaustive search # no verifier"
-fi
+ok() {
+	t=$((t + 1))
+	echo "ok $t - $1"
+}
 
-if verify tagless -DTAGLESS; then
-	echo "ok 3 - tagless model: spin -a and cc build the verifier"
-	out="$tmp/tagless/pan.out"
-	if grep -q "assertion violated (holders\[h_i\]==0)" "$out" && ! grep -q "errors: 0" "$out"; then
-		echo "ok 4 - tagless model: spin finds the double lease ($(states "$out") states to the counterexample)"
+not_ok() {
+	t=$((t + 1))
+	echo "not ok $t - $1"
+}
+
+# holds NAME MODEL DEFINES DESC: exhaustive, no assertion violated.
+holds() {
+	if verify "$1" "$2" "$3"; then
+		ok "$4: spin -a and cc build the verifier"
+		out="$tmp/$1/pan.out"
+		if grep -q "errors: 0" "$out" && grep -q "Full statespace search" "$out" &&
+		   ! grep -q "max search depth too small\|Search not completed\|out of memory" "$out"; then
+			ok "$4: exhaustive search, no assertion violated ($(states "$out") states)"
+		else
+			not_ok "$4: exhaustive search, no assertion violated"
+			sed 's/^/# /' "$out"
+		fi
+		sed -n 's/^\(State-vector.*\)/# \1/p; s/^ *\([0-9.e+]* states, stored\)/# \1/p;
+			s/^ *\([0-9.]*\)\s*total actual memory usage/# \1 MB of memory/p;
+			s/^\(pan: elapsed time.*\)/# \1/p' "$out"
 	else
-		echo "not ok 4 - tagless model: spin finds the double lease"
-		sed 's/^/# /' "$out"
+		not_ok "$4: spin -a and cc build the verifier"
+		not_ok "$4: exhaustive search # no verifier"
 	fi
-else
-	echo "not ok 3 - tagless model: spin -a and cc build the verifier"
-	echo "not ok 4 - tagless model: spin finds the double lease # no verifier"
-fi
+}
+
+# fails NAME MODEL DEFINES PATTERN LABEL WHAT: spin reports the assertion
+# matching PATTERN (a grep regular expression), the counterexample.
+fails() {
+	if verify "$1" "$2" "$3"; then
+		ok "$5: spin -a and cc build the verifier"
+		out="$tmp/$1/pan.out"
+		if grep -q "assertion violated $4" "$out" && grep -q "errors: 1" "$out"; then
+			ok "$5: $6 ($(states "$out") states to the counterexample)"
+		else
+			not_ok "$5: $6"
+			sed 's/^/# /' "$out"
+		fi
+	else
+		not_ok "$5: spin -a and cc build the verifier"
+		not_ok "$5: $6 # no verifier"
+	fi
+}
+
+# 1-4: lib/pool.c ap_fl_pop / ap_fl_push
+holds fl freelist.pml "" "freelist, tagged"
+opt=-O0
+fails fl-tagless freelist.pml -DTAGLESS "(holders\[h_i\]==0)" \
+	"freelist, tagless" "spin finds the double lease"
+
+# 5-8: ap_fl_pop_chain / ap_fl_push_chain with the single operations
+opt=-O1
+holds chains chains.pml "" "chains, tagged"
+fails chains-tagless chains.pml -DTAGLESS "(holders\[[a-z_]*\[*[0-9]*\]*\]==0)" \
+	"chains, tagless" "spin finds a buffer popped by two owners"
+
+# 9-12: a racing double release through the claim CAS; a copied lease of
+# a cached buffer released after the owner's release returned
+holds st states.pml "" "states, double release by two processes"
+holds st-cache-seq states.pml "-DOWNER_CACHE -DSEQUENTIAL" \
+	"states, a cached buffer released again"
+
+# 13-18: releases by a plain check: a racing duplicate is not refused
+# (documented in pool_cache.h for the cache; release_run_fl too)
+fails st-cache states.pml -DOWNER_CACHE " !(onlist\[[a-z]*\])" \
+	"states, racing release into a cache" "spin finds the double link"
+fails st-bulk states.pml -DOWNER_BULK " !(onlist\[[a-z]*\])" \
+	"states, racing release_run_fl" "spin finds the double link"
+holds st-bulk-seq states.pml "-DOWNER_BULK -DSEQUENTIAL" \
+	"states, release_run_fl then a later release"
