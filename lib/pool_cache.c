@@ -573,12 +573,18 @@ static unsigned int release_run_fl(struct asyncpool *pool, struct asyncpool_leas
 		l[j].release.fn = NULL;
 		if (AP_UNLIKELY(i >= count))
 			continue;
-		if (AP_UNLIKELY(atomic_load_explicit(&next[i], memory_order_relaxed) !=
-				AP_FL_LEASED)) {
+		/* Claim it as ap_fl_push() does, so that a release racing
+		 * with this one (another thread, or a peer's
+		 * asyncpool_release_index()) cannot link it in twice. */
+		uint32_t expected = AP_FL_LEASED;
+
+		if (AP_UNLIKELY(!atomic_compare_exchange_strong_explicit(&next[i], &expected,
+									 AP_FL_END,
+									 memory_order_relaxed,
+									 memory_order_relaxed))) {
 			bad++;
 			continue;
 		}
-		atomic_store_explicit(&next[i], AP_FL_END, memory_order_relaxed);
 		idx[k++] = i;
 		if (k == AP_BULK_CHUNK) {
 			(void)ap_fl_push_chain(pool, idx, k);

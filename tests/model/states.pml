@@ -50,10 +50,11 @@
  *                 hold, the claim CAS refuses the CACHED buffer.  Racing: the plain check cannot refuse
  *                 it (the limit pool_cache.h documents): spin must find
  *                 the double link.
- *   -DOWNER_BULK  release_run_fl: the same plain check, so a racing
- *                 double release links b twice (spin finds it), although
- *                 this is the uncached path, whose other release path
- *                 (ap_fl_push) refuses it.  With -DSEQUENTIAL: holds.
+ *   -DOWNER_BULK  release_run_fl: a claim CAS (LEASED -> END), as
+ *                 ap_fl_push does, then ap_fl_push_chain: a racing
+ *                 double release is refused: must hold, racing or
+ *                 -DSEQUENTIAL.  (With a plain check and store, which an
+ *                 earlier version had, spin found b linked twice.)
  */
 
 #ifndef N
@@ -188,12 +189,11 @@ proctype owner()
 	:: else -> refused++; owner_done = true
 	fi;
 #elif defined(OWNER_BULK)
-	/* release_run_fl, then its ap_fl_push_chain */
+	/* release_run_fl: claim CAS LEASED -> END, then ap_fl_push_chain */
 	if
-	:: next[mine] == LEASED ->
-		next[mine] = END;
+	:: atomic { next[mine] == LEASED -> next[mine] = END };
 		push_chain1(mine)
-	:: else -> refused++
+	:: atomic { next[mine] != LEASED -> refused++ }
 	fi;
 	owner_done = true;
 #else
