@@ -16,8 +16,8 @@
  * writes AP_FL_CACHED, which refuses a later release of a copy of the
  * lease, in any thread or process.  What plain stores cannot do is refuse
  * the second of two releases of the same buffer racing at the same
- * instant (the uncached asyncpool_lease_release() path can: it claims by
- * CAS); such a program already has a data race on its lease.
+ * instant (the uncached paths, ap_fl_push() and the bulk release, can:
+ * they claim by CAS); such a program already has a data race on its lease.
  */
 #ifndef ASYNCPOOL_POOL_CACHE_H
 #define ASYNCPOOL_POOL_CACHE_H
