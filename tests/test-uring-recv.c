@@ -16,7 +16,7 @@
 
 #define NBUF 8
 #define BS 4096
-/* 1 MiB; ASYNCPOOL_STRESS_ITERATIONS=N (make check-long) sends N MiB. */
+/* 1 MiB; ASYNCPOOL_RECV_MIB=N (make check-long) sends N MiB. */
 static size_t TOTAL = 1u << 20;
 
 static int tx, rx;
@@ -125,8 +125,8 @@ int main(void)
 	int group, rc;
 	bool armed = true;
 
-	if (getenv("ASYNCPOOL_STRESS_ITERATIONS")) {
-		unsigned long n = strtoul(getenv("ASYNCPOOL_STRESS_ITERATIONS"), NULL, 10);
+	if (getenv("ASYNCPOOL_RECV_MIB")) {
+		unsigned long n = strtoul(getenv("ASYNCPOOL_RECV_MIB"), NULL, 10);
 
 		if (n > 1 && n < 100000)
 			TOTAL = (size_t)n << 20;
