@@ -50,13 +50,15 @@ static void *releaser(void *arg)
 			pthread_cond_wait(&rel.cond, &rel.lock);
 		if (!rel.count)
 			break;
+		/* It stays counted until released, so that wait_released()
+		 * returns only once the buffer is back in the ring. */
 		l = rel.q[rel.head];
-		rel.head = (rel.head + 1) % NBUF;
-		rel.count--;
 		pthread_mutex_unlock(&rel.lock);
 		release(&l);
 		atomic_fetch_add(&released_by_thread, 1);
 		pthread_mutex_lock(&rel.lock);
+		rel.head = (rel.head + 1) % NBUF;
+		rel.count--;
 		pthread_cond_broadcast(&rel.cond);
 	}
 	pthread_mutex_unlock(&rel.lock);
