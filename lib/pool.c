@@ -113,6 +113,23 @@ static void count_corruption(struct asyncpool *pool)
 	atomic_fetch_add_explicit(&pool->ctr->corruptions, 1, memory_order_relaxed);
 }
 
+/*
+ * A walk from head *h met a link that is not an index: either a buffer
+ * was popped under us (the head moved: take the new one and retry), or
+ * the list is corrupt (it did not: count it).
+ */
+static inline bool head_moved(struct asyncpool *pool, uint64_t *h)
+{
+	uint64_t again = atomic_load_explicit(&pool->line->head, memory_order_acquire);
+
+	if (again == *h) {
+		count_corruption(pool);
+		return false;
+	}
+	*h = again;
+	return true;
+}
+
 int ap_fl_pop(struct asyncpool *pool, uint32_t *idx)
 {
 	struct ap_pool_head *line = pool->line;
@@ -132,15 +149,8 @@ int ap_fl_pop(struct asyncpool *pool, uint32_t *idx)
 		n = atomic_load_explicit(&pool->next[i], memory_order_relaxed);
 		AP_TEST_POINT();
 		if (AP_UNLIKELY(n >= pool->count && n != AP_FL_END)) {
-			/* Either i was popped under us (the head moved), or the
-			 * list is corrupt (it did not). */
-			uint64_t again = atomic_load_explicit(&line->head, memory_order_acquire);
-
-			if (again == h) {
-				count_corruption(pool);
+			if (!head_moved(pool, &h))
 				return -EUCLEAN;
-			}
-			h = again;
 			continue;
 		}
 		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
@@ -217,14 +227,8 @@ int ap_fl_pop_chain(struct asyncpool *pool, void *out, size_t stride, uint32_t m
 			i = atomic_load_explicit(&pool->next[i], memory_order_relaxed);
 		}
 		if (AP_UNLIKELY(i >= pool->count && i != AP_FL_END)) {
-			/* A node of the chain was popped under us, or corruption. */
-			uint64_t again = atomic_load_explicit(&line->head, memory_order_acquire);
-
-			if (again == h) {
-				count_corruption(pool);
+			if (!head_moved(pool, &h))
 				return -EUCLEAN;
-			}
-			h = again;
 			continue;
 		}
 		if (k < min) {
