@@ -17,6 +17,7 @@
  * ABI is the same in every build.
  */
 #include "internal.h"
+#include "lease.h"
 
 #ifndef HAVE_LIBURING
 AP_EXPORT int asyncpool_proactor_create_uring(struct io_uring *ring, uint32_t flags,
@@ -471,12 +472,8 @@ static int uring_recv_lease(struct asyncpool_region *r, const struct io_uring_cq
 						     memory_order_acquire,
 						     memory_order_relaxed))
 		return -EALREADY;
-	out->span.region = asyncpool_region_ref(r);
-	out->span.offset = (size_t)bid * r->buffer_size;
-	out->span.length = (size_t)cqe->res;
-	out->release.fn = recv_recycle;
-	out->release.ctx = r;
-	out->buffer_index = bid;
+	ap_lease_init(out, asyncpool_region_ref(r), (size_t)bid * r->buffer_size,
+		      (size_t)cqe->res, recv_recycle, r, bid);
 	return 0;
 }
 
