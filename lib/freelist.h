@@ -8,6 +8,7 @@
 #define ASYNCPOOL_FREELIST_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,6 +19,7 @@ struct ap_freelist {
 	_Atomic uint32_t        *next;  /* link and state of each buffer */
 	struct ap_pool_counters *ctr;
 	uint32_t                 count;
+	bool                     shared;        /* others map it: shared futex */
 };
 
 /* Test builds can stall a thread between reading the head and its CAS. */
@@ -44,7 +46,11 @@ int ap_fl_pop_chain(struct ap_freelist *fl, void *out, size_t stride, uint32_t m
 int ap_fl_release(struct ap_freelist *fl, uint32_t idx);
 /* Link in a buffer the caller has claimed (ap_state_claim_leased()). */
 int ap_fl_push(struct ap_freelist *fl, uint32_t idx);
-/* Link in n claimed buffers as one chain with one CAS. */
+/*
+ * Link in n claimed buffers as one chain with one CAS, and wake the
+ * waiters if any (pool_wait.h).  Every path that links buffers in comes
+ * through here.
+ */
 int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n);
 /* The buffers on the list, bounded and honest about a cycle. */
 uint32_t ap_fl_count(const struct ap_freelist *fl);

@@ -27,7 +27,7 @@ static void leases_build(struct asyncpool *pool, struct asyncpool_lease *l, unsi
 /*
  * From the calling thread's cache, refilled with one CAS for what it
  * lacks (or, beyond what a cache holds, the rest straight from the
- * freelist).  All or nothing.
+ * freelist).  All or nothing.  Called inside c (ap_cache_enter), leaves it.
  */
 static int acquire_bulk_cached(struct asyncpool *pool, struct ap_cache *c,
 			       struct asyncpool_lease *leases, unsigned int n)
@@ -50,6 +50,7 @@ static int acquire_bulk_cached(struct asyncpool *pool, struct ap_cache *c,
 				if (rc)
 					goto fail;
 				leases_build(pool, &leases[j], need, ap_cache_recycle);
+				ap_cache_leave(c);
 				return 0;
 			}
 			/* What is missing, and a refill's worth more if there is. */
@@ -73,9 +74,11 @@ static int acquire_bulk_cached(struct asyncpool *pool, struct ap_cache *c,
 		}
 		ap_cache_set_n(c, cn);
 	}
+	ap_cache_leave(c);
 	return 0;
 fail:
 	/* All or nothing: what was taken goes back to the cache. */
+	ap_cache_leave(c);
 	asyncpool_release_bulk(leases, j);
 	memset(leases, 0, (size_t)n * sizeof(*leases));
 	return rc;
@@ -97,12 +100,14 @@ AP_EXPORT int asyncpool_acquire_bulk(struct asyncpool *pool, struct asyncpool_le
 		return 0;
 	if (pool->cache_size)
 		c = ap_cache_of(pool);
-	if (c)
-		return acquire_bulk_cached(pool, c, leases, n);
-	/* One CAS for the whole chain. */
+	if (c && ap_cache_enter(c))
+		return acquire_bulk_cached(pool, c, leases, n);     /* leaves c */
+	/* No cache, or a flusher has it (pool_cache.h): one CAS for the chain. */
 	rc = ap_fl_pop_chain(&pool->fl, &leases[0].buffer_index, sizeof(*leases), n, n,
 			     AP_FL_LEASED, &got);
 	if (rc) {
+		if (rc == -ENOBUFS && pool->shared)
+			ap_flush_request(pool);
 		memset(leases, 0, (size_t)n * sizeof(*leases));
 		return rc;
 	}
@@ -163,7 +168,7 @@ static unsigned int release_run_cache(struct asyncpool *pool, struct asyncpool_l
 	uint32_t cn, size, bad = 0, count = pool->fl.count;
 	unsigned int j;
 
-	if (!c)
+	if (!c || !ap_cache_enter(c))
 		return release_run_fl(pool, l, n);
 	cn = c->n;
 	size = c->size;
@@ -185,6 +190,7 @@ static unsigned int release_run_cache(struct asyncpool *pool, struct asyncpool_l
 		c->idx[cn++] = i;
 	}
 	ap_cache_set_n(c, cn);
+	ap_cache_leave(c);
 	if (bad)
 		ap_fl_count_bad_release(&pool->fl, bad);
 	return j;

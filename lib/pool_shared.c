@@ -40,6 +40,7 @@ static int shared_handle(void *mem, size_t storage_size, struct asyncpool_region
 	pool->storage_size = storage_size;
 	pool->owns_storage = false;
 	pool->shared = true;
+	pool->fl.shared = true;
 	*out = pool;
 	return 0;
 }
