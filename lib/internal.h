@@ -46,7 +46,7 @@ static inline bool ap_tail_is_zero(const void *opts, size_t known, size_t given)
 
 /*
  * Copy in an extensible options struct whose first field is its size:
- * -EINVAL below min (the first version's size), -E2BIG beyond a page
+ * -EINVAL for NULL or below min (the first version's size), -E2BIG beyond a page
  * (nothing is read past it), -EINVAL for a non-zero tail this build does
  * not know.  dst (known bytes) is zeroed, then filled.
  */
@@ -54,6 +54,8 @@ static inline int ap_opts_copy(void *dst, size_t known, const void *src, size_t 
 {
 	size_t given;
 
+	if (!src)
+		return -EINVAL;
 	memcpy(&given, src, sizeof(given));
 	if (given < min)
 		return -EINVAL;

@@ -94,8 +94,6 @@ AP_EXPORT int asyncpool_shared_create(const struct asyncpool_shared_options *opt
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (!opts)
-		return -EINVAL;
 	rc = ap_opts_copy(&o, sizeof(o), opts, SHARED_OPTS_V1);
 	if (rc)
 		return rc;
