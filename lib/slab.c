@@ -124,12 +124,11 @@ AP_EXPORT int asyncpool_slab_create(const struct asyncpool_slab_options *opts,
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (!opts || opts->size < SLAB_OPTS_V1)
+	if (!opts)
 		return -EINVAL;
-	if (opts->size > sizeof(o) && !ap_tail_is_zero(opts, sizeof(o), opts->size))
-		return -EINVAL;
-	memset(&o, 0, sizeof(o));
-	memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+	rc = ap_opts_copy(&o, sizeof(o), opts, SLAB_OPTS_V1);
+	if (rc)
+		return rc;
 	if (o.reserved || (o.flags & ~SLAB_FLAGS))
 		return -EINVAL;
 	if ((o.flags & ASYNCPOOL_SLAB_HUGE_PREFER) && (o.flags & ASYNCPOOL_SLAB_HUGE_REQUIRE))

@@ -10,6 +10,6 @@
 #ifndef ASYNCPOOL_TEST_HOOKS
 #define ASYNCPOOL_TEST_HOOKS 1
 #endif
-#include "../lib/pool.h"
+#include "../lib/pool_internal.h"
 
 #endif
