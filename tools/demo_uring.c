@@ -12,10 +12,8 @@
 #include "config.h"
 
 #ifdef HAVE_LIBURING
-#include <arpa/inet.h>
 #include <errno.h>
 #include <liburing.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +22,7 @@
 #include <unistd.h>
 
 #include <asyncpool.h>
+#include "net.h"
 #include "tool.h"
 
 #define TX_BUFS 128u
@@ -268,34 +267,6 @@ static int tx_copy(struct sender *tx, int fd, size_t bytes)
 	return 0;
 }
 
-static int tcp_pair(int *a, int *b)
-{
-	struct sockaddr_in sa;
-	socklen_t len = sizeof(sa);
-	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rc = 0;
-
-	*a = *b = -1;
-	if (l < 0)
-		return -errno;
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(l, (struct sockaddr *)&sa, sizeof(sa)) || listen(l, 1) ||
-	    getsockname(l, (struct sockaddr *)&sa, &len))
-		rc = -errno;
-	if (!rc) {
-		*a = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (*a < 0 || connect(*a, (struct sockaddr *)&sa, sizeof(sa)))
-			rc = -errno;
-	}
-	if (!rc && (*b = accept4(l, NULL, NULL, SOCK_CLOEXEC)) < 0)
-		rc = -errno;
-	close(l);
-	if (rc && *a >= 0)
-		close(*a);
-	return rc;
-}
-
 /* One transfer of bytes, zero-copy or not; GB/s or a negative errno. */
 static double run(struct sender *tx, struct receiver *rx, bool zc, size_t bytes, int *err)
 {
@@ -303,7 +274,7 @@ static double run(struct sender *tx, struct receiver *rx, bool zc, size_t bytes,
 	uint64_t start;
 	int a, b, rc;
 
-	rc = tcp_pair(&a, &b);
+	rc = tcp_loopback_pair(&a, &b);
 	if (rc) {
 		*err = rc;
 		return 0;
