@@ -9,15 +9,16 @@
  * A peer learns the geometry from the header, which it validates like
  * asyncpool_open_shared() does, before it maps a slab over the buffers.
  */
-#include "pool.h"
+#include "pool_internal.h"
 #include "pool_check.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
 
-/* Where the buffers start: fixed, not the page size of this machine. */
-#define AP_SHARED_BUFFER_ALIGN 4096u
 #define AP_SHARED_FLAGS ASYNCPOOL_SHARED_HUGE_PREFER
+
+/* The smallest options struct this library accepts: the first version's. */
+#define SHARED_OPTS_V1 (offsetof(struct asyncpool_shared_options, reserved) + sizeof(uint32_t))
 
 struct asyncpool_shared {
 	struct asyncpool_shm shm;
@@ -29,15 +30,14 @@ struct asyncpool_shared {
 /* Bytes before the buffers, and all the bytes, of count x bs. */
 static int bundle_geometry(uint32_t count, size_t bs, size_t *buffers_off, size_t *total)
 {
-	size_t storage, bytes;
-	int rc = ap_layout_size(count, true, &storage);
+	uint64_t off, all;
 
-	if (rc)
-		return rc;
-	*buffers_off = ap_align_up(storage, AP_SHARED_BUFFER_ALIGN);
-	if (__builtin_mul_overflow(bs, (size_t)count, &bytes) ||
-	    __builtin_add_overflow(*buffers_off, bytes, total))
+	if (count == 0 || count > ASYNCPOOL_MAX_BUFFERS)
+		return -EINVAL;
+	if (!ap_bundle_geometry(count, bs, &off, &all) || all > SIZE_MAX)
 		return -EOVERFLOW;
+	*buffers_off = (size_t)off;
+	*total = (size_t)all;
 	return 0;
 }
 
@@ -94,11 +94,9 @@ AP_EXPORT int asyncpool_shared_create(const struct asyncpool_shared_options *opt
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (!opts || opts->size < sizeof(o))
-		return -EINVAL;
-	if (opts->size > sizeof(o) && !ap_tail_is_zero(opts, sizeof(o), opts->size))
-		return -EINVAL;
-	memcpy(&o, opts, sizeof(o));
+	rc = ap_opts_copy(&o, sizeof(o), opts, SHARED_OPTS_V1);
+	if (rc)
+		return rc;
 	if (o.reserved || (o.flags & ~AP_SHARED_FLAGS) || (o.mode & ~0777u))
 		return -EINVAL;
 	if (!o.name && o.mode)
