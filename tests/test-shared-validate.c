@@ -450,7 +450,7 @@ static void test_inspect(void)
 		char missing[160];
 
 		snprintf(missing, sizeof(missing), "%s-missing", name);
-		is_int(inspect(missing, out, sizeof(out)), 2, "inspect a missing name: exit 2");
+		is_int(inspect(missing, out, sizeof(out)), 1, "inspect a missing name: exit 1");
 	}
 	snprintf(path, sizeof(path), "/tmp/asyncpool-test-%ld-empty", (long)getpid());
 	fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);

@@ -81,9 +81,9 @@ int cmd_demo(int argc, char **argv)
 		case 'M': memory = true; break;
 		case 'h':
 			puts("Usage: asyncpool demo [--mib N] [--memory] [--threads N] [--ops N]");
-			return 0;
+			return TOOL_EXIT_OK;
 		default:
-			return 2;
+			return TOOL_EXIT_USAGE;
 		}
 	}
 
@@ -92,12 +92,12 @@ int cmd_demo(int argc, char **argv)
 		rc = demo_uring((size_t)mib << 20, why, sizeof(why));
 		if (rc == DEMO_URING_OK) {
 			puts("ok");
-			return 0;
+			return TOOL_EXIT_OK;
 		}
 		if (rc == DEMO_URING_FAILED) {
 			fprintf(stderr, "asyncpool demo: %s\n", why);
 			puts("FAILED");
-			return 1;
+			return TOOL_EXIT_FAILURE;
 		}
 		printf("io_uring is not usable here (%s): running the memory-proactor demo\n", why);
 	}
@@ -105,7 +105,7 @@ int cmd_demo(int argc, char **argv)
 	rc = tool_memory_pool(&p, &pool, 4096, 64, 0, true);
 	if (rc) {
 		fprintf(stderr, "asyncpool demo: cannot create a pool: %s\n", strerror(-rc));
-		return 1;
+		return TOOL_EXIT_FAILURE;
 	}
 	printf("libasyncpool %s demo (memory proactor)\n", asyncpool_version());
 	printf("pool: %zu buffers of %zu bytes\n", asyncpool_capacity(pool), asyncpool_buffer_size(pool));
@@ -127,8 +127,9 @@ int cmd_demo(int argc, char **argv)
 	printf("%lu pattern mismatches, %lu empty-pool retries, %zu of %zu buffers available\n",
 	       bad, empty, asyncpool_available(pool), asyncpool_capacity(pool));
 	printf("%.1f ns per lease (fill and verify of 4 KiB included)\n", (double)ns / (double)(done / threads));
-	rc = (bad == 0 && asyncpool_available(pool) == asyncpool_capacity(pool)) ? 0 : 1;
+	rc = (bad == 0 && asyncpool_available(pool) == asyncpool_capacity(pool)) ?
+		TOOL_EXIT_OK : TOOL_EXIT_FAILURE;
 	tool_memory_pool_free(p, pool);
-	printf("%s\n", rc ? "FAILED" : "ok");
+	printf("%s\n", rc == TOOL_EXIT_OK ? "ok" : "FAILED");
 	return rc;
 }
