@@ -27,6 +27,12 @@ static inline size_t ap_align_up(size_t v, size_t a)
 	return (v + a - 1) & ~(a - 1);
 }
 
+/*
+ * The largest size an extensible struct may claim, as the kernel's
+ * copy_struct_from_user() callers bound theirs: a page.
+ */
+#define AP_STRUCT_SIZE_MAX 4096u
+
 /* Zero-check the tail of an extensible struct that this build does not know. */
 static inline bool ap_tail_is_zero(const void *opts, size_t known, size_t given)
 {
@@ -36,6 +42,30 @@ static inline bool ap_tail_is_zero(const void *opts, size_t known, size_t given)
 		if (p[i])
 			return false;
 	return true;
+}
+
+/*
+ * Copy in an extensible options struct whose first field is its size:
+ * -EINVAL for NULL or below min (the first version's size), -E2BIG beyond a page
+ * (nothing is read past it), -EINVAL for a non-zero tail this build does
+ * not know.  dst (known bytes) is zeroed, then filled.
+ */
+static inline int ap_opts_copy(void *dst, size_t known, const void *src, size_t min)
+{
+	size_t given;
+
+	if (!src)
+		return -EINVAL;
+	memcpy(&given, src, sizeof(given));
+	if (given < min)
+		return -EINVAL;
+	if (given > AP_STRUCT_SIZE_MAX)
+		return -E2BIG;
+	if (given > known && !ap_tail_is_zero(src, known, given))
+		return -EINVAL;
+	memset(dst, 0, known);
+	memcpy(dst, src, given < known ? given : known);
+	return 0;
 }
 
 /* ---- slab ---- */

@@ -15,16 +15,17 @@
  * reference to the slab, so that a region the caller registered from
  * it stays valid after asyncpool_shared_close().
  */
-#include "pool.h"
+#include "pool_internal.h"
 #include "pool_check.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* Where the buffers start: fixed, not the page size of this machine. */
-#define AP_SHARED_BUFFER_ALIGN 4096u
 #define AP_SHARED_FLAGS ASYNCPOOL_SHARED_HUGE_PREFER
+
+/* The smallest options struct this library accepts: the first version's. */
+#define SHARED_OPTS_V1 (offsetof(struct asyncpool_shared_options, reserved) + sizeof(uint32_t))
 
 struct asyncpool_shared {
 	struct asyncpool_shm shm;
@@ -46,15 +47,14 @@ static void bundle_unmap(void *ctx)
 /* Bytes before the buffers, and all the bytes, of count x bs. */
 static int bundle_geometry(uint32_t count, size_t bs, size_t *buffers_off, size_t *total)
 {
-	size_t storage, bytes;
-	int rc = ap_layout_size(count, true, &storage);
+	uint64_t off, all;
 
-	if (rc)
-		return rc;
-	*buffers_off = ap_align_up(storage, AP_SHARED_BUFFER_ALIGN);
-	if (__builtin_mul_overflow(bs, (size_t)count, &bytes) ||
-	    __builtin_add_overflow(*buffers_off, bytes, total))
+	if (count == 0 || count > ASYNCPOOL_MAX_BUFFERS)
+		return -EINVAL;
+	if (!ap_bundle_geometry(count, bs, &off, &all) || all > SIZE_MAX)
 		return -EOVERFLOW;
+	*buffers_off = (size_t)off;
+	*total = (size_t)all;
 	return 0;
 }
 
@@ -130,11 +130,9 @@ AP_EXPORT int asyncpool_shared_create_proactor(const struct asyncpool_shared_opt
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (!opts || opts->size < sizeof(o))
-		return -EINVAL;
-	if (opts->size > sizeof(o) && !ap_tail_is_zero(opts, sizeof(o), opts->size))
-		return -EINVAL;
-	memcpy(&o, opts, sizeof(o));
+	rc = ap_opts_copy(&o, sizeof(o), opts, SHARED_OPTS_V1);
+	if (rc)
+		return rc;
 	if (o.reserved || (o.flags & ~AP_SHARED_FLAGS) || (o.mode & ~0777u))
 		return -EINVAL;
 	if (!o.name && o.mode)

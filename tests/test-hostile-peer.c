@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include <asyncpool.h>
-#include "pool.h"
+#include "pool_internal.h"
 #include "tap.h"
 
 static struct asyncpool *pool;
@@ -21,7 +21,7 @@ static unsigned long bumps;
 
 static void rewrite_head(void)
 {
-	atomic_fetch_add(&pool->line->head, (uint64_t)1 << 32);
+	atomic_fetch_add(&pool->fl.line->head, (uint64_t)1 << 32);
 	bumps++;
 }
 
@@ -66,7 +66,7 @@ int main(void)
 	ok(l.buffer_index == 0 && l.span.region == NULL && l.release.fn == NULL,
 	   "the failed acquire zeroed the lease");
 	is_int(corruptions(), 1, "one corruption counted");
-	h = atomic_load(&pool->line->head);
+	h = atomic_load(&pool->fl.line->head);
 	is_int(AP_HEAD_INDEX(h), 0, "the head index is unchanged");
 	is_int(asyncpool_available(pool), 4, "nothing was taken");
 
@@ -74,13 +74,13 @@ int main(void)
 	is_int(asyncpool_acquire(pool, &l), 0, "acquire with the peer gone");
 	bumps = 0;
 	ap_test_hook_before_cas = rewrite_head;
-	is_int(ap_fl_push(pool, l.buffer_index), -EUCLEAN, "release gives up on a head that never holds still");
+	is_int(ap_fl_release(&pool->fl, l.buffer_index), -EUCLEAN, "release gives up on a head that never holds still");
 	ap_test_hook_before_cas = NULL;
 	ok(bumps > 1000 && bumps <= (1ul << 23), "bounded: %lu attempts", bumps);
 	is_int(corruptions(), 2, "a second corruption counted");
-	is_int(atomic_load(&pool->next[l.buffer_index]), AP_FL_LEASED,
+	is_int(atomic_load(&pool->fl.next[l.buffer_index]), AP_FL_LEASED,
 	       "the claim was given back: the buffer is still leased");
-	is_int(ap_fl_push(pool, l.buffer_index), 0, "so a later release succeeds");
+	is_int(ap_fl_release(&pool->fl, l.buffer_index), 0, "so a later release succeeds");
 	is_int(asyncpool_available(pool), 4, "all buffers free");
 
 	is_int(asyncpool_destroy(pool) | asyncpool_proactor_destroy(p), 0, "destroy");

@@ -39,7 +39,7 @@
 #include <unistd.h>
 
 #include <asyncpool.h>
-#include "pool.h"
+#include "pool_internal.h"
 #include "tap.h"
 
 #define MAX_THREADS 64
@@ -156,7 +156,7 @@ static void give(uint32_t id, struct held *h)
 		fail(&st->violations, 0);
 		return;
 	}
-	rc = ap_fl_push(pool, h->idx);
+	rc = ap_fl_release(&pool->fl, h->idx);
 	if (rc) {
 		fail(&st->errors, rc);
 		return;
@@ -231,25 +231,25 @@ static uint32_t holds(uint32_t first_id, uint32_t threads)
 static const char *audit(uint32_t *free_out, uint32_t *leased_out)
 {
 	static unsigned char seen[2 * MAX_THREADS * PROCS];
-	uint64_t h = atomic_load(&pool->line->head);
+	uint64_t h = atomic_load(&pool->fl.line->head);
 	uint32_t i = AP_HEAD_INDEX(h), nfree = 0, nleased = 0;
 
 	memset(seen, 0, sizeof(seen));
 	*free_out = *leased_out = 0;
 	while (i != AP_FL_END) {
-		if (i >= pool->count)
+		if (i >= pool->fl.count)
 			return "an index out of range on the list";
 		if (seen[i])
 			return "an index twice on the list (a cycle)";
-		if (++nfree > pool->count)
+		if (++nfree > pool->fl.count)
 			return "a walk longer than the capacity";
 		seen[i] = 1;
-		i = atomic_load(&pool->next[i]);
+		i = atomic_load(&pool->fl.next[i]);
 		if (i == AP_FL_LEASED)
 			return "a leased buffer on the list";
 	}
-	for (i = 0; i < pool->count; i++) {
-		uint32_t n = atomic_load(&pool->next[i]);
+	for (i = 0; i < pool->fl.count; i++) {
+		uint32_t n = atomic_load(&pool->fl.next[i]);
 
 		if (n == AP_FL_LEASED) {
 			if (seen[i])
@@ -261,7 +261,7 @@ static const char *audit(uint32_t *free_out, uint32_t *leased_out)
 	}
 	*free_out = nfree;
 	*leased_out = nleased;
-	if (nfree + nleased != pool->count)
+	if (nfree + nleased != pool->fl.count)
 		return "free + leased != capacity";
 	return NULL;
 }
@@ -271,7 +271,7 @@ static void report(const char *phase, uint64_t tag_before)
 	uint32_t nfree, nleased;
 	const char *why = audit(&nfree, &nleased);
 	uint64_t ops = atomic_load(&st->ops);
-	uint64_t h = atomic_load(&pool->line->head);
+	uint64_t h = atomic_load(&pool->fl.line->head);
 	struct asyncpool_stats s;
 
 	diag("%s: %" PRIu64 " operations; hook ran %" PRIu64 " times: %" PRIu64
@@ -285,7 +285,7 @@ static void report(const char *phase, uint64_t tag_before)
 	is_int(atomic_load(&st->errors), 0, "%s: every acquire and release returned 0", phase);
 	ok(atomic_load(&st->hook_calls) > 0, "%s: the hook stalled pops and pushes", phase);
 	ok(!why, "%s: freelist audit: %s", phase, why ? why : "consistent");
-	is_int(nfree, pool->count, "%s: all %u buffers free at the end", phase, pool->count);
+	is_int(nfree, pool->fl.count, "%s: all %u buffers free at the end", phase, pool->fl.count);
 	is_int(nleased, 0, "%s: none marked leased", phase);
 	is_int((uint32_t)(AP_HEAD_TAG(h) - (uint32_t)tag_before), (uint32_t)ops,
 	       "%s: the tag moved once per acquire and release", phase);

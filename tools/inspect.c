@@ -29,9 +29,6 @@
 #include "tool.h"
 #include "../lib/pool_check.h"
 
-/* The bundle of asyncpool_shared_create() puts the buffers here. */
-#define BUFFER_ALIGN 4096u
-
 static sigjmp_buf bus_jump;
 
 static void on_sigbus(int sig)
@@ -73,7 +70,7 @@ static int report(const char *what, const unsigned char *mem, size_t size)
 	struct ap_pool_header h;
 	struct ap_audit a;
 	unsigned char *seen;
-	uint64_t head, off;
+	uint64_t head, off, total;
 	int rc;
 
 	printf("object:          %s\n", what);
@@ -107,9 +104,7 @@ static int report(const char *what, const unsigned char *mem, size_t size)
 		return 1;
 	}
 	printf("header:          valid (layout v%" PRIu32 ")\n", h.version);
-	off = (h.storage_size + BUFFER_ALIGN - 1) / BUFFER_ALIGN * BUFFER_ALIGN;
-	if (h.buffer_size <= (UINT64_MAX - off) / h.buffer_count &&
-	    off + h.buffer_size * h.buffer_count <= size)
+	if (ap_bundle_geometry(h.buffer_count, h.buffer_size, &off, &total) && total <= size)
 		printf("buffers:         at offset %" PRIu64 " (%" PRIu64 " bytes)\n",
 		       off, h.buffer_size * h.buffer_count);
 	else

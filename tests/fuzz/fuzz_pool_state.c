@@ -31,7 +31,7 @@
 #include <string.h>
 
 #include <asyncpool.h>
-#include "pool.h"
+#include "pool_internal.h"
 
 #define BUFFER_SIZE 64
 #define MAX_HELD 16
@@ -117,10 +117,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	asyncpool_region_unref(r);
 
 	/* The fuzzed state, as another process could have left it. */
-	atomic_store(&pool->line->head,
+	atomic_store(&pool->fl.line->head,
 		     AP_HEAD_MAKE(value(data[1], count), (uint32_t)data[2] << 24 | 0xfffffeu));
 	for (uint32_t i = 0; i < count; i++)
-		atomic_store(&pool->next[i], value(data[3 + i], count));
+		atomic_store(&pool->fl.next[i], value(data[3 + i], count));
 
 	for (pos = 3 + count; pos < size; pos++) {
 		uint8_t op = data[pos] & 3, arg = data[pos] >> 2;
@@ -151,12 +151,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				asyncpool_lease_release(&l);
 				break;
 			}
-			rc = ap_fl_push(pool, l.buffer_index);
+			rc = ap_fl_release(&pool->fl, l.buffer_index);
 			if (rc != 0 && rc != -EALREADY && rc != -EUCLEAN)
 				fuzz_fail("release: undocumented errno", rc);
 			break;
 		case 2: /* release any index: double and out-of-range releases */
-			rc = ap_fl_push(pool, value(arg, count));
+			rc = ap_fl_release(&pool->fl, value(arg, count));
 			if (value(arg, count) >= count ? rc != -EINVAL :
 			    (rc != 0 && rc != -EALREADY && rc != -EUCLEAN))
 				fuzz_fail("release index: wrong errno", rc);
