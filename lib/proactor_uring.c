@@ -220,6 +220,9 @@ static bool probe_clone(struct io_uring *src)
 		io_uring_cqe_seen(&dst, cqe);
 	}
 out:
+	/* Unregister before exit: a ring's teardown is asynchronous, and its
+	 * pinned pages would stay charged (VmPin) for a while. */
+	io_uring_unregister_buffers(&dst);
 	io_uring_queue_exit(&dst);
 	io_uring_unregister_buffers(src);
 	munmap(mem, 8192);
