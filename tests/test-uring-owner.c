@@ -128,6 +128,7 @@ static void single_issuer(void)
 {
 	struct asyncpool_region *r, *f;
 	struct work w = { 0 };
+	void *fbase;
 	pthread_t t;
 	int group, rc;
 
@@ -145,13 +146,14 @@ static void single_issuer(void)
 	is_int(recv_lease(r, &w.lease), 0, "single issuer: a recv lease");
 	asyncpool_region_unref(r);              /* the lease holds the last reference */
 	w.fixed = f;
+	fbase = asyncpool_region_base(f);       /* the deferred work keeps the slab */
 	pthread_create(&t, NULL, worker, &w);
 	pthread_join(t, NULL);
 	is_int(w.deferred_rc, -EEXIST, "run_deferred on a worker thread: -EEXIST");
 	is_int(w.destroy_rc, -EEXIST, "destroy on a worker thread with work deferred: -EEXIST");
 	is_int(pstats().deferred, 2, "two unregistrations wait for the owner");
 	is_int(group_taken(group), -EEXIST, "the buffer group is still registered meanwhile");
-	is_int(write_fixed(asyncpool_region_base(f), 0), BS, "and the fixed slots still filled");
+	is_int(write_fixed(fbase, 0), BS, "and the fixed slots still filled");
 	is_int(asyncpool_proactor_run_deferred(p), 2, "the owner runs both");
 	is_int(group_taken(group), 0, "the buffer group is gone from the kernel");
 	is_int(write_fixed(junk, 0), -EFAULT, "the fixed slot is empty");
