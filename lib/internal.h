@@ -79,6 +79,9 @@ struct asyncpool_slab {
 	size_t   page_size;
 	void   (*destroy)(void *ctx);
 	void    *destroy_ctx;
+	/* proactor_uring.c: the fixed-table slots this slab takes on every
+	 * ring it is registered with for READ; under that file's lock. */
+	void    *uring_run;
 };
 
 /* ---- proactor backends ---- */
@@ -93,8 +96,17 @@ struct proactor_ops {
 	int  (*buffer_group)(const struct asyncpool_region *r);
 	int  (*recv_lease)(struct asyncpool_region *r, const struct io_uring_cqe *cqe,
 			   struct asyncpool_lease *out);
-	/* Free the backend state; the proactor has no regions left. */
-	void (*destroy)(struct asyncpool_proactor *p);
+	/* Optional (NULL: -EOPNOTSUPP).  out is zeroed, max > 0. */
+	int  (*recv_leases)(struct asyncpool_region *r, const struct io_uring_cqe *cqe,
+			    struct asyncpool_lease *leases, unsigned int max, unsigned int *n);
+	/* Optional: fill the backend's part of the stats (zeroed, size set). */
+	void (*region_stats)(const struct asyncpool_region *r, struct asyncpool_region_stats *st);
+	void (*proactor_stats)(struct asyncpool_proactor *p, struct asyncpool_proactor_stats *st);
+	/* Optional: work deferred to the ring's owner thread; >= 0 done, or -errno. */
+	int  (*run_deferred)(struct asyncpool_proactor *p);
+	/* Free the backend state; the proactor has no regions left.  Optional;
+	 * an error leaves the proactor as it was. */
+	int  (*destroy)(struct asyncpool_proactor *p);
 };
 
 struct asyncpool_proactor {

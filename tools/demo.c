@@ -59,6 +59,7 @@ int cmd_demo(int argc, char **argv)
 		{ "ops", required_argument, NULL, 'n' },
 		{ "mib", required_argument, NULL, 'm' },
 		{ "memory", no_argument, NULL, 'M' },
+		{ "rings", required_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -70,21 +71,33 @@ int cmd_demo(int argc, char **argv)
 	uint64_t start, ns;
 	unsigned long mib = 256;
 	bool memory = false;
-	char why[256];
+	unsigned rings = 0;
+	char why[256] = "";
 	int c, rc;
 
-	while ((c = getopt_long(argc, argv, "t:n:m:Mh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:n:m:Mr:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 't': threads = (unsigned)tool_number("--threads", optarg, 256); break;
 		case 'n': ops = tool_number("--ops", optarg, 1ul << 32); break;
 		case 'm': mib = tool_number("--mib", optarg, 1ul << 20); break;
 		case 'M': memory = true; break;
+		case 'r': rings = (unsigned)tool_number("--rings", optarg, 64); break;
 		case 'h':
-			puts("Usage: asyncpool demo [--mib N] [--memory] [--threads N] [--ops N]");
+			puts("Usage: asyncpool demo [--mib N] [--memory] [--threads N] [--ops N]\n"
+			     "       asyncpool demo --rings N [--mib N]");
 			return TOOL_EXIT_OK;
 		default:
 			return TOOL_EXIT_USAGE;
 		}
+	}
+
+	/* N threads, a ring each, sending from one shared pool. */
+	if (rings) {
+		rc = demo_rings(rings, (size_t)mib << 20, why, sizeof(why));
+		if (rc != DEMO_URING_OK)
+			fprintf(stderr, "asyncpool demo: %s\n", why);
+		puts(rc == DEMO_URING_OK ? "ok" : rc == DEMO_URING_REFUSED ? "SKIPPED" : "FAILED");
+		return rc == DEMO_URING_FAILED ? 1 : 0;
 	}
 
 	/* Zero-copy I/O on io_uring where the kernel lets us. */

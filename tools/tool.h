@@ -32,6 +32,8 @@ int cmd_inspect(int argc, char **argv);
 /* demo_uring.c: zero-copy TCP loopback on io_uring. */
 enum { DEMO_URING_OK, DEMO_URING_FAILED, DEMO_URING_REFUSED };
 int demo_uring(size_t bytes, char *why, size_t whylen);
+/* A ring per thread (SINGLE_ISSUER), SEND_ZC from one shared pool. */
+int demo_rings(unsigned nrings, size_t bytes, char *why, size_t whylen);
 
 /* Monotonic time in nanoseconds. */
 static inline uint64_t tool_now_ns(void)
