@@ -63,31 +63,31 @@ static inline void ap_state_unclaim(_Atomic uint32_t *s)
 	atomic_store_explicit(s, AP_FL_LEASED, memory_order_relaxed);
 }
 
+/* from -> to with a load and a plain store: only for a holder's own buffer. */
+static inline bool ap_state_move(_Atomic uint32_t *s, uint32_t from, uint32_t to)
+{
+	if (atomic_load_explicit(s, memory_order_relaxed) != from)
+		return false;
+	atomic_store_explicit(s, to, memory_order_relaxed);
+	return true;
+}
+
 /* leased -> cached, by the releasing thread, into its own cache. */
 static inline bool ap_state_leased_to_cached(_Atomic uint32_t *s)
 {
-	if (atomic_load_explicit(s, memory_order_relaxed) != AP_FL_LEASED)
-		return false;
-	atomic_store_explicit(s, AP_FL_CACHED, memory_order_relaxed);
-	return true;
+	return ap_state_move(s, AP_FL_LEASED, AP_FL_CACHED);
 }
 
 /* cached -> leased, by the thread whose cache holds it. */
 static inline bool ap_state_cached_to_leased(_Atomic uint32_t *s)
 {
-	if (atomic_load_explicit(s, memory_order_relaxed) != AP_FL_CACHED)
-		return false;
-	atomic_store_explicit(s, AP_FL_LEASED, memory_order_relaxed);
-	return true;
+	return ap_state_move(s, AP_FL_CACHED, AP_FL_LEASED);
 }
 
 /* cached -> free and not yet linked: a flush, before the push. */
 static inline bool ap_state_uncache(_Atomic uint32_t *s)
 {
-	if (atomic_load_explicit(s, memory_order_relaxed) != AP_FL_CACHED)
-		return false;
-	atomic_store_explicit(s, AP_FL_END, memory_order_relaxed);
-	return true;
+	return ap_state_move(s, AP_FL_CACHED, AP_FL_END);
 }
 
 static inline bool ap_state_is_leased(_Atomic uint32_t *s)

@@ -153,7 +153,21 @@ int ap_fl_pop_chain(struct ap_freelist *fl, void *out, size_t stride, uint32_t m
 
 int ap_fl_push(struct ap_freelist *fl, uint32_t idx)
 {
-	return ap_fl_push_chain(fl, &idx, 1);
+	struct ap_pool_head *line = fl->line;
+	uint64_t h = atomic_load_explicit(&line->head, memory_order_relaxed);
+
+	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
+		atomic_store_explicit(&fl->next[idx], AP_HEAD_INDEX(h), memory_order_relaxed);
+		AP_TEST_POINT();
+		/* release: the buffer's contents and link before the head */
+		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
+							  AP_HEAD_MAKE(idx, AP_HEAD_TAG(h) + 1),
+							  memory_order_release,
+							  memory_order_relaxed))
+			return 0;
+	}
+	ap_fl_count_corruption(fl, 1);
+	return -EUCLEAN;
 }
 
 int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n)

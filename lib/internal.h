@@ -46,7 +46,7 @@ static inline bool ap_tail_is_zero(const void *opts, size_t known, size_t given)
 
 /*
  * Copy in an extensible options struct whose first field is its size:
- * -EINVAL below min (the first version's size), -E2BIG beyond a page
+ * -EINVAL for NULL or below min (the first version's size), -E2BIG beyond a page
  * (nothing is read past it), -EINVAL for a non-zero tail this build does
  * not know.  dst (known bytes) is zeroed, then filled.
  */
@@ -54,6 +54,8 @@ static inline int ap_opts_copy(void *dst, size_t known, const void *src, size_t 
 {
 	size_t given;
 
+	if (!src)
+		return -EINVAL;
 	memcpy(&given, src, sizeof(given));
 	if (given < min)
 		return -EINVAL;
@@ -77,6 +79,9 @@ struct asyncpool_slab {
 	size_t   page_size;
 	void   (*destroy)(void *ctx);
 	void    *destroy_ctx;
+	/* proactor_uring.c: the fixed-table slots this slab takes on every
+	 * ring it is registered with for READ; under that file's lock. */
+	void    *uring_run;
 };
 
 /* ---- proactor backends ---- */
@@ -91,8 +96,17 @@ struct proactor_ops {
 	int  (*buffer_group)(const struct asyncpool_region *r);
 	int  (*recv_lease)(struct asyncpool_region *r, const struct io_uring_cqe *cqe,
 			   struct asyncpool_lease *out);
-	/* Free the backend state; the proactor has no regions left. */
-	void (*destroy)(struct asyncpool_proactor *p);
+	/* Optional (NULL: -EOPNOTSUPP).  out is zeroed, max > 0. */
+	int  (*recv_leases)(struct asyncpool_region *r, const struct io_uring_cqe *cqe,
+			    struct asyncpool_lease *leases, unsigned int max, unsigned int *n);
+	/* Optional: fill the backend's part of the stats (zeroed, size set). */
+	void (*region_stats)(const struct asyncpool_region *r, struct asyncpool_region_stats *st);
+	void (*proactor_stats)(struct asyncpool_proactor *p, struct asyncpool_proactor_stats *st);
+	/* Optional: work deferred to the ring's owner thread; >= 0 done, or -errno. */
+	int  (*run_deferred)(struct asyncpool_proactor *p);
+	/* Free the backend state; the proactor has no regions left.  Optional;
+	 * an error leaves the proactor as it was. */
+	int  (*destroy)(struct asyncpool_proactor *p);
 };
 
 struct asyncpool_proactor {

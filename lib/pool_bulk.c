@@ -123,6 +123,26 @@ static inline bool same_run(const struct asyncpool_lease *l, ap_release_fn *fn,
 }
 
 /*
+ * Take lease l of a run: clear it, then move its buffer's state (a claim
+ * for the freelist, or into a cache).  false, counted in *bad, for a
+ * buffer that is not leased; false for an index out of range.
+ */
+static inline bool run_take(struct asyncpool_lease *l, _Atomic uint32_t *next, uint32_t count,
+			    bool (*move)(_Atomic uint32_t *), uint32_t *bad)
+{
+	uint32_t i = l->buffer_index;
+
+	l->release.fn = NULL;
+	if (AP_UNLIKELY(i >= count))
+		return false;
+	if (AP_UNLIKELY(!move(&next[i]))) {
+		(*bad)++;
+		return false;
+	}
+	return true;
+}
+
+/*
  * Release the run of leases of an uncached pool that starts at l (at most
  * n): claim each (leased -> free, as a single release does, so that a
  * racing release of a copy cannot link it in twice), then push them as
@@ -138,16 +158,9 @@ static unsigned int release_run_fl(struct asyncpool *pool, struct asyncpool_leas
 	unsigned int j;
 
 	for (j = 0; j < n && same_run(&l[j], fn, pool); j++) {
-		uint32_t i = l[j].buffer_index;
-
-		l[j].release.fn = NULL;
-		if (AP_UNLIKELY(i >= count))
+		if (!run_take(&l[j], next, count, ap_state_claim_leased, &bad))
 			continue;
-		if (AP_UNLIKELY(!ap_state_claim_leased(&next[i]))) {
-			bad++;
-			continue;
-		}
-		idx[k++] = i;
+		idx[k++] = l[j].buffer_index;
 		if (k == AP_BULK_CHUNK) {
 			(void)ap_fl_push_chain(&pool->fl, idx, k);
 			k = 0;
@@ -173,21 +186,14 @@ static unsigned int release_run_cache(struct asyncpool *pool, struct asyncpool_l
 	cn = c->n;
 	size = c->size;
 	for (j = 0; j < n && same_run(&l[j], ap_cache_recycle, pool); j++) {
-		uint32_t i = l[j].buffer_index;
-
-		l[j].release.fn = NULL;
-		if (AP_UNLIKELY(i >= count))
+		if (!run_take(&l[j], next, count, ap_state_leased_to_cached, &bad))
 			continue;
-		if (AP_UNLIKELY(!ap_state_leased_to_cached(&next[i]))) {
-			bad++;
-			continue;
-		}
 		if (AP_UNLIKELY(cn == size)) {
 			ap_cache_set_n(c, cn);
 			ap_cache_flush_batch(c);
 			cn = c->n;
 		}
-		c->idx[cn++] = i;
+		c->idx[cn++] = l[j].buffer_index;
 	}
 	ap_cache_set_n(c, cn);
 	ap_cache_leave(c);

@@ -13,8 +13,9 @@
 #include <string.h>
 
 #include <asyncpool.h>
-#include "pool_internal.h"
+#include "hooks.h"
 #include "tap.h"
+#include "testutil.h"
 
 static struct asyncpool *pool;
 static unsigned long bumps;
@@ -36,24 +37,13 @@ static uint64_t corruptions(void)
 
 int main(void)
 {
-	struct asyncpool_slab_options o;
 	struct asyncpool_proactor *p;
-	struct asyncpool_slab *s;
-	struct asyncpool_region *r;
 	struct asyncpool_lease l;
 	uint64_t h;
 
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = 64;
-	o.buffer_count = 4;
-	o.numa_node = -1;
-	if (asyncpool_proactor_create_memory(&p) || asyncpool_slab_create(&o, &s) ||
-	    asyncpool_proactor_register_slab(p, s, ASYNCPOOL_ACCESS_READ, &r) ||
-	    asyncpool_create(r, &pool))
-		bail_out("setup");
-	asyncpool_slab_unref(s);
-	asyncpool_region_unref(r);
+	if (asyncpool_proactor_create_memory(&p))
+		bail_out("proactor");
+	pool = make_pool(p, 64, 4, 0);
 	plan(14);
 
 	/* acquire under a head that never holds still */

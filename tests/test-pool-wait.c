@@ -29,7 +29,7 @@
 #include <liburing.h>
 #endif
 
-#include "pool_internal.h"
+#include "hooks.h"
 #include "tap.h"
 
 static struct asyncpool_proactor *proactor;

@@ -39,8 +39,9 @@
 #include <unistd.h>
 
 #include <asyncpool.h>
-#include "pool_internal.h"
+#include "hooks.h"
 #include "tap.h"
+#include "testutil.h"
 
 #define MAX_THREADS 64
 #define PROCS 4
@@ -303,23 +304,9 @@ static void reset_state(void)
 /* Phase 1: one process, many threads, a pool from asyncpool_create(). */
 static void phase_threads(struct asyncpool_proactor *p, uint32_t threads)
 {
-	struct asyncpool_slab_options o;
-	struct asyncpool_slab *s;
-	struct asyncpool_region *r;
-
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BUFFER_SIZE;
-	o.buffer_count = holds(1, threads);
-	o.numa_node = -1;
-	if (asyncpool_slab_create(&o, &s) ||
-	    asyncpool_proactor_register_slab(p, s, ASYNCPOOL_ACCESS_READ, &r) ||
-	    asyncpool_create(r, &pool))
-		bail_out("setup of the threads phase");
-	slab_base = asyncpool_slab_base(s);
-	capacity = o.buffer_count;
-	asyncpool_slab_unref(s);
-	asyncpool_region_unref(r);
+	capacity = holds(1, threads);
+	pool = make_pool(p, BUFFER_SIZE, capacity, 0);
+	slab_base = asyncpool_region_base(asyncpool_region(pool));
 	reset_state();
 	diag("threads: %u threads x %ld operations on %u buffers", threads, iterations, capacity);
 	if (run_threads(1, threads))
@@ -396,13 +383,11 @@ static void phase_processes(struct asyncpool_proactor *p)
 
 int main(void)
 {
-	const char *env = getenv("ASYNCPOOL_STRESS_ITERATIONS");
 	const char *tenv = getenv("ASYNCPOOL_STRESS_THREADS");
 	uint32_t threads = 16;
 	struct asyncpool_proactor *p;
 
-	if (env)
-		iterations = strtol(env, NULL, 10);
+	iterations = stress_iterations(iterations);
 	if (tenv)
 		threads = (uint32_t)strtoul(tenv, NULL, 10);
 	if (iterations < 1 || threads < 1 || threads > MAX_THREADS)

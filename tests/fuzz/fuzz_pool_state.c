@@ -31,7 +31,8 @@
 #include <string.h>
 
 #include <asyncpool.h>
-#include "pool_internal.h"
+#include "../hooks.h"
+#include "../testutil.h"
 
 #define BUFFER_SIZE 64
 #define MAX_HELD 16
@@ -81,9 +82,7 @@ static void check_zero(const struct asyncpool_lease *l)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct asyncpool_slab_options o;
 	struct asyncpool_proactor *p;
-	struct asyncpool_slab *s;
 	struct asyncpool_region *r;
 	struct asyncpool *pool;
 	struct asyncpool_lease held[MAX_HELD];
@@ -99,21 +98,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 3 + count)
 		return 0;
 
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BUFFER_SIZE;
-	o.buffer_count = count;
-	o.numa_node = -1;
 	if (asyncpool_proactor_create_memory(&p))
 		fuzz_fail("proactor", 0);
-	if (asyncpool_slab_create(&o, &s))
-		fuzz_fail("slab", 0);
-	if (asyncpool_proactor_register_slab(p, s, ASYNCPOOL_ACCESS_READ, &r))
+	if (new_region(p, BUFFER_SIZE, count, ASYNCPOOL_ACCESS_READ, &r))
 		fuzz_fail("region", 0);
 	if (asyncpool_create(r, &pool))
 		fuzz_fail("create", 0);
-	base = asyncpool_slab_base(s);
-	asyncpool_slab_unref(s);
+	base = asyncpool_region_base(r);
 	asyncpool_region_unref(r);
 
 	/* The fuzzed state, as another process could have left it. */
