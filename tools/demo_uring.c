@@ -510,7 +510,7 @@ static void *ring_worker(void *arg)
 	pthread_barrier_wait(t->registered);    /* main reads memlock now */
 	pthread_barrier_wait(t->go);
 	if (!rc)
-		rc = tcp_pair(&a, &b);
+		rc = tcp_loopback_pair(&a, &b);
 	if (!rc) {
 		t->rfd = b;
 		tx.pool = asyncpool_shared_pool(t->sp);
