@@ -159,12 +159,17 @@ int ap_fl_push(struct ap_freelist *fl, uint32_t idx)
 	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
 		atomic_store_explicit(&fl->next[idx], AP_HEAD_INDEX(h), memory_order_relaxed);
 		AP_TEST_POINT();
-		/* release: the buffer's contents and link before the head */
+		/*
+		 * release: the buffer's contents and link before the head;
+		 * seq_cst, for the load of the wait word after it (pool_wait.h).
+		 */
 		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
 							  AP_HEAD_MAKE(idx, AP_HEAD_TAG(h) + 1),
-							  memory_order_release,
-							  memory_order_relaxed))
+							  memory_order_seq_cst,
+							  memory_order_relaxed)) {
+			ap_wait_wake(line, fl->shared);
 			return 0;
+		}
 	}
 	ap_fl_count_corruption(fl, 1);
 	return -EUCLEAN;

@@ -47,9 +47,9 @@ int ap_fl_release(struct ap_freelist *fl, uint32_t idx);
 /* Link in a buffer the caller has claimed (ap_state_claim_leased()). */
 int ap_fl_push(struct ap_freelist *fl, uint32_t idx);
 /*
- * Link in n claimed buffers as one chain with one CAS, and wake the
- * waiters if any (pool_wait.h).  Every path that links buffers in comes
- * through here.
+ * Link in n claimed buffers as one chain with one CAS.  Both pushes wake
+ * the waiters if any (pool_wait.h, one load when there are none): every
+ * path that links buffers in comes through one of them.
  */
 int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n);
 /* The buffers on the list, bounded and honest about a cycle. */
