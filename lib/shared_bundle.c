@@ -18,6 +18,8 @@
 /* Where the buffers start: fixed, not the page size of this machine. */
 #define AP_SHARED_BUFFER_ALIGN 4096u
 #define AP_SHARED_FLAGS ASYNCPOOL_SHARED_HUGE_PREFER
+/* The largest options size read (a page, as copy_struct_from_user). */
+#define AP_SHARED_OPTS_MAX 4096u
 
 struct asyncpool_shared {
 	struct asyncpool_shm shm;
@@ -96,6 +98,8 @@ AP_EXPORT int asyncpool_shared_create(const struct asyncpool_shared_options *opt
 	*out = NULL;
 	if (!opts || opts->size < sizeof(o))
 		return -EINVAL;
+	if (opts->size > AP_SHARED_OPTS_MAX)
+		return -E2BIG;
 	if (opts->size > sizeof(o) && !ap_tail_is_zero(opts, sizeof(o), opts->size))
 		return -EINVAL;
 	memcpy(&o, opts, sizeof(o));
@@ -152,7 +156,8 @@ static int bundle_open(struct asyncpool_shared *sp)
 	return bundle_build(sp, hdr.buffer_count, (size_t)hdr.buffer_size, off, false);
 }
 
-static int bundle_open_common(int fd, const char *name, struct asyncpool_shared **out)
+static int bundle_open_common(int fd, const char *name, uint32_t flags,
+			      struct asyncpool_shared **out)
 {
 	struct asyncpool_shared *sp;
 	int rc;
@@ -164,7 +169,8 @@ static int bundle_open_common(int fd, const char *name, struct asyncpool_shared 
 	if (!sp)
 		return -ENOMEM;
 	sp->shm.fd = -1;
-	rc = name ? asyncpool_shm_open_named(name, &sp->shm) : asyncpool_shm_open_fd(fd, &sp->shm);
+	rc = name ? asyncpool_shm_open_named_flags(name, flags, &sp->shm) :
+		    asyncpool_shm_open_fd_flags(fd, flags, &sp->shm);
 	if (rc) {
 		free(sp);
 		return rc;
@@ -178,19 +184,31 @@ static int bundle_open_common(int fd, const char *name, struct asyncpool_shared 
 	return 0;
 }
 
-AP_EXPORT int asyncpool_shared_open_fd(int fd, struct asyncpool_shared **out)
+AP_EXPORT int asyncpool_shared_open_fd_flags(int fd, uint32_t flags,
+					     struct asyncpool_shared **out)
 {
-	return bundle_open_common(fd, NULL, out);
+	return bundle_open_common(fd, NULL, flags, out);
 }
 
-AP_EXPORT int asyncpool_shared_open_named(const char *name, struct asyncpool_shared **out)
+AP_EXPORT int asyncpool_shared_open_fd(int fd, struct asyncpool_shared **out)
+{
+	return bundle_open_common(fd, NULL, 0, out);
+}
+
+AP_EXPORT int asyncpool_shared_open_named_flags(const char *name, uint32_t flags,
+						struct asyncpool_shared **out)
 {
 	if (!name) {
 		if (out)
 			*out = NULL;
 		return -EINVAL;
 	}
-	return bundle_open_common(-1, name, out);
+	return bundle_open_common(-1, name, flags, out);
+}
+
+AP_EXPORT int asyncpool_shared_open_named(const char *name, struct asyncpool_shared **out)
+{
+	return asyncpool_shared_open_named_flags(name, 0, out);
 }
 
 AP_EXPORT void asyncpool_shared_close(struct asyncpool_shared *sp)
