@@ -128,13 +128,17 @@ static bool any_nonzero(const unsigned char *p, size_t from, size_t to)
  * Lay out a struct of `known` bytes whose size field says `value`: the
  * input's bytes after the size field, zeros after them.  Beyond 4096 the
  * struct ends at the guard page; else its first min(value, 4096) bytes
- * do, so that reading one byte past what size allows faults.
+ * do (rounded up to 16, the struct's alignment), so that reading past
+ * what size allows faults.
  */
 static unsigned char *lay_struct(size_t known, uint64_t value, const uint8_t *body, size_t len,
 				 bool *tail_nonzero)
 {
 	size_t span = value > STRUCT_MAX ? known : (value > known ? (size_t)value : known);
-	unsigned char *s = at_guard(span, 0);
+	unsigned char *s;
+
+	span = (span + 15) & ~(size_t)15;       /* the struct's alignment */
+	s = at_guard(span, 0);
 
 	if (len > span - sizeof(size_t))
 		len = span - sizeof(size_t);
