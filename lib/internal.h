@@ -27,6 +27,12 @@ static inline size_t ap_align_up(size_t v, size_t a)
 	return (v + a - 1) & ~(a - 1);
 }
 
+/*
+ * The largest size an extensible struct may claim, as the kernel's
+ * copy_struct_from_user() callers bound theirs: a page.
+ */
+#define AP_STRUCT_SIZE_MAX 4096u
+
 /* Zero-check the tail of an extensible struct that this build does not know. */
 static inline bool ap_tail_is_zero(const void *opts, size_t known, size_t given)
 {
@@ -36,6 +42,30 @@ static inline bool ap_tail_is_zero(const void *opts, size_t known, size_t given)
 		if (p[i])
 			return false;
 	return true;
+}
+
+/*
+ * Copy in an extensible options struct whose first field is its size:
+ * -EINVAL for NULL or below min (the first version's size), -E2BIG beyond a page
+ * (nothing is read past it), -EINVAL for a non-zero tail this build does
+ * not know.  dst (known bytes) is zeroed, then filled.
+ */
+static inline int ap_opts_copy(void *dst, size_t known, const void *src, size_t min)
+{
+	size_t given;
+
+	if (!src)
+		return -EINVAL;
+	memcpy(&given, src, sizeof(given));
+	if (given < min)
+		return -EINVAL;
+	if (given > AP_STRUCT_SIZE_MAX)
+		return -E2BIG;
+	if (given > known && !ap_tail_is_zero(src, known, given))
+		return -EINVAL;
+	memset(dst, 0, known);
+	memcpy(dst, src, given < known ? given : known);
+	return 0;
 }
 
 /* ---- slab ---- */
@@ -49,6 +79,9 @@ struct asyncpool_slab {
 	size_t   page_size;
 	void   (*destroy)(void *ctx);
 	void    *destroy_ctx;
+	/* proactor_uring.c: the fixed-table slots this slab takes on every
+	 * ring it is registered with for READ; under that file's lock. */
+	void    *uring_run;
 };
 
 /* ---- proactor backends ---- */
@@ -63,8 +96,17 @@ struct proactor_ops {
 	int  (*buffer_group)(const struct asyncpool_region *r);
 	int  (*recv_lease)(struct asyncpool_region *r, const struct io_uring_cqe *cqe,
 			   struct asyncpool_lease *out);
-	/* Free the backend state; the proactor has no regions left. */
-	void (*destroy)(struct asyncpool_proactor *p);
+	/* Optional (NULL: -EOPNOTSUPP).  out is zeroed, max > 0. */
+	int  (*recv_leases)(struct asyncpool_region *r, const struct io_uring_cqe *cqe,
+			    struct asyncpool_lease *leases, unsigned int max, unsigned int *n);
+	/* Optional: fill the backend's part of the stats (zeroed, size set). */
+	void (*region_stats)(const struct asyncpool_region *r, struct asyncpool_region_stats *st);
+	void (*proactor_stats)(struct asyncpool_proactor *p, struct asyncpool_proactor_stats *st);
+	/* Optional: work deferred to the ring's owner thread; >= 0 done, or -errno. */
+	int  (*run_deferred)(struct asyncpool_proactor *p);
+	/* Free the backend state; the proactor has no regions left.  Optional;
+	 * an error leaves the proactor as it was. */
+	int  (*destroy)(struct asyncpool_proactor *p);
 };
 
 struct asyncpool_proactor {

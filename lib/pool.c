@@ -1,44 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The pool: a lock-free LIFO freelist of buffer indices.
+ * The pool: create, acquire, release, destroy.  Each call chooses the
+ * calling thread's cache (pool_cache.c) or the freelist (freelist.c);
+ * both change a buffer's state only through buffer_state.h, and every
+ * lease is built by ap_pool_lease().
  *
- * The head is one 64-bit word, {index, tag}, changed only by CAS; every
- * successful CAS bumps the 32-bit tag, so a thread that read the head,
- * stalled, and saw the same index come back cannot pop with a stale next
- * (ABA).  next[i] holds the index after i while i is free, and
- * AP_FL_LEASED while it is leased: a release claims the buffer by a CAS
- * from AP_FL_LEASED, so a second release of the same buffer (a copied
- * lease released twice, even by two threads at once) is refused and
- * counted instead of linking the buffer in twice.
- *
- * There is no counter of free buffers: it would cost two more atomic
- * read-modify-writes per acquire+release, so asyncpool_available() walks.
- *
- * Everything read from the layout may come from another process, so each
- * index is range-checked before use and every retry loop is bounded.
+ * A local pool keeps its layout (pool_layout.h) in private anonymous
+ * memory; a shared pool (pool_shared.c) in memory other processes map.
  */
+#include "pool_internal.h"
 #include "pool_cache.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#ifdef ASYNCPOOL_TEST_HOOKS
-void (*ap_test_hook_before_cas)(void);
-#endif
-
-/* A peer that rewrites the head without end must not keep us spinning. */
-#define AP_MAX_RETRIES (1u << 22)
-
 int ap_layout_size(uint32_t count, bool shared, size_t *out)
 {
-	size_t per = ap_align_up((size_t)count * sizeof(uint32_t), AP_CACHE_LINE);
-	size_t size = AP_OFF_NEXT + per;
+	struct ap_layout_geometry g;
 
-	if (count == 0 || count > ASYNCPOOL_MAX_BUFFERS)
+	if (!ap_layout_geometry(count, shared, &g) || count > ASYNCPOOL_MAX_BUFFERS ||
+	    g.storage_size > SIZE_MAX)
 		return -EINVAL;
-	if (shared)
-		size += per + (size_t)AP_ATTACH_SLOTS * AP_ATTACH_SIZE;
-	*out = size;
+	*out = (size_t)g.storage_size;
 	return 0;
 }
 
@@ -48,27 +31,26 @@ void ap_layout_init(void *mem, uint32_t count, size_t buffer_size, bool shared)
 	struct ap_pool_header *hdr = mem;
 	struct ap_pool_head *line = (void *)((char *)mem + AP_OFF_HEAD);
 	struct ap_pool_counters *ctr = (void *)((char *)mem + AP_OFF_COUNTERS);
-	_Atomic uint32_t *next = (void *)((char *)mem + AP_OFF_NEXT);
-	size_t per = ap_align_up((size_t)count * sizeof(uint32_t), AP_CACHE_LINE);
-	size_t size = 0;
+	struct ap_layout_geometry g;
+	_Atomic uint32_t *next;
 
-	(void)ap_layout_size(count, shared, &size);
+	(void)ap_layout_geometry(count, shared, &g);
+	next = (void *)((char *)mem + g.next_offset);
 	memset(mem, 0, AP_OFF_NEXT);
 	hdr->version = AP_POOL_VERSION;
 	hdr->header_size = sizeof(*hdr);
 	hdr->flags = shared ? AP_POOL_F_SHARED : 0;
-	hdr->storage_size = size;
+	hdr->storage_size = g.storage_size;
 	hdr->buffer_size = buffer_size;
 	hdr->buffer_count = count;
 	hdr->head_offset = AP_OFF_HEAD;
 	hdr->counters_offset = AP_OFF_COUNTERS;
-	hdr->next_offset = AP_OFF_NEXT;
+	hdr->next_offset = g.next_offset;
 	if (shared) {
 		hdr->attach_slots = AP_ATTACH_SLOTS;
-		hdr->owners_offset = AP_OFF_NEXT + per;
-		hdr->attach_offset = AP_OFF_NEXT + 2 * per;
-		memset((char *)mem + hdr->owners_offset, 0,
-		       per + (size_t)AP_ATTACH_SLOTS * AP_ATTACH_SIZE);
+		hdr->owners_offset = g.owners_offset;
+		hdr->attach_offset = g.attach_offset;
+		memset((char *)mem + g.owners_offset, 0, g.storage_size - g.owners_offset);
 	}
 	for (uint32_t i = 0; i < count; i++)
 		atomic_init(&next[i], i + 1 < count ? i + 1 : AP_FL_END);
@@ -89,12 +71,13 @@ void ap_layout_publish(void *mem)
 void ap_pool_bind(struct asyncpool *pool, void *mem, struct asyncpool_region *r)
 {
 	pool->hdr = mem;
-	pool->line = (void *)((char *)mem + AP_OFF_HEAD);
-	pool->ctr = (void *)((char *)mem + AP_OFF_COUNTERS);
-	pool->next = (void *)((char *)mem + AP_OFF_NEXT);
-	pool->count = r->buffer_count;
+	pool->fl.line = (void *)((char *)mem + AP_OFF_HEAD);
+	pool->fl.ctr = (void *)((char *)mem + AP_OFF_COUNTERS);
+	pool->fl.next = (void *)((char *)mem + AP_OFF_NEXT);
+	pool->fl.count = r->buffer_count;
 	pool->buffer_size = r->buffer_size;
 	pool->region = asyncpool_region_ref(r);
+	pool->release_fn = ap_pool_recycle;
 	pool->storage = mem;
 }
 
@@ -108,210 +91,11 @@ int ap_pool_check_region(const struct asyncpool_region *r)
 	return 0;
 }
 
-static void count_corruption(struct asyncpool *pool)
-{
-	atomic_fetch_add_explicit(&pool->ctr->corruptions, 1, memory_order_relaxed);
-}
-
-/*
- * A walk from head *h met a link that is not an index: either a buffer
- * was popped under us (the head moved: take the new one and retry), or
- * the list is corrupt (it did not: count it).
- */
-static inline bool head_moved(struct asyncpool *pool, uint64_t *h)
-{
-	uint64_t again = atomic_load_explicit(&pool->line->head, memory_order_acquire);
-
-	if (again == *h) {
-		count_corruption(pool);
-		return false;
-	}
-	*h = again;
-	return true;
-}
-
-int ap_fl_pop(struct asyncpool *pool, uint32_t *idx)
-{
-	struct ap_pool_head *line = pool->line;
-	uint64_t h = atomic_load_explicit(&line->head, memory_order_acquire);
-
-	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
-		uint32_t i = AP_HEAD_INDEX(h), n;
-
-		if (i == AP_FL_END) {
-			atomic_fetch_add_explicit(&pool->ctr->empty, 1, memory_order_relaxed);
-			return -ENOBUFS;
-		}
-		if (AP_UNLIKELY(i >= pool->count)) {
-			count_corruption(pool);
-			return -EUCLEAN;
-		}
-		n = atomic_load_explicit(&pool->next[i], memory_order_relaxed);
-		AP_TEST_POINT();
-		if (AP_UNLIKELY(n >= pool->count && n != AP_FL_END)) {
-			if (!head_moved(pool, &h))
-				return -EUCLEAN;
-			continue;
-		}
-		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
-							  AP_HEAD_MAKE(n, AP_HEAD_TAG(h) + 1),
-							  memory_order_acquire,
-							  memory_order_acquire)) {
-			atomic_store_explicit(&pool->next[i], AP_FL_LEASED, memory_order_relaxed);
-			*idx = i;
-			return 0;
-		}
-	}
-	count_corruption(pool);
-	return -EUCLEAN;
-}
-
-int ap_fl_push(struct asyncpool *pool, uint32_t idx)
-{
-	struct ap_pool_head *line = pool->line;
-	uint64_t h;
-	uint32_t expected = AP_FL_LEASED;
-
-	if (AP_UNLIKELY(idx >= pool->count))
-		return -EINVAL;
-	h = atomic_load_explicit(&line->head, memory_order_relaxed);
-	/* Claim the buffer: only one release of a lease can win. */
-	if (AP_UNLIKELY(!atomic_compare_exchange_strong_explicit(&pool->next[idx], &expected,
-								 AP_HEAD_INDEX(h),
-								 memory_order_relaxed,
-								 memory_order_relaxed))) {
-		atomic_fetch_add_explicit(&pool->ctr->bad_releases, 1, memory_order_relaxed);
-		return -EALREADY;
-	}
-	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
-		AP_TEST_POINT();
-		/* release: the buffer's contents and next[idx] before the head */
-		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
-							  AP_HEAD_MAKE(idx, AP_HEAD_TAG(h) + 1),
-							  memory_order_release,
-							  memory_order_relaxed))
-			return 0;
-		atomic_store_explicit(&pool->next[idx], AP_HEAD_INDEX(h), memory_order_relaxed);
-	}
-	/* Give the claim back so that a later release can succeed. */
-	atomic_store_explicit(&pool->next[idx], AP_FL_LEASED, memory_order_relaxed);
-	count_corruption(pool);
-	return -EUCLEAN;
-}
-
-/*
- * Pop a chain of at least min and at most max buffers with one CAS: walk
- * from the head (bounded by max, every index range-checked), then swing
- * the head to the node after the chain.  The tag makes the walk safe: if
- * the CAS succeeds, nothing was popped or pushed since the head was read,
- * so the links walked were the list.  The popped buffers get mark
- * (AP_FL_LEASED, or AP_FL_CACHED for a thread cache) in next[].  The
- * indices go to out, stride bytes apart (an array, or the buffer_index
- * fields of an array of leases).
- */
-#define AP_OUT(j) (*(uint32_t *)((char *)out + (size_t)(j) * stride))
-
-int ap_fl_pop_chain(struct asyncpool *pool, void *out, size_t stride, uint32_t min,
-		    uint32_t max, uint32_t mark, uint32_t *got)
-{
-	struct ap_pool_head *line = pool->line;
-	uint64_t h = atomic_load_explicit(&line->head, memory_order_acquire);
-
-	*got = 0;
-	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
-		uint32_t i = AP_HEAD_INDEX(h), k = 0;
-
-		while (k < max && i < pool->count) {
-			AP_OUT(k) = i;
-			k++;
-			i = atomic_load_explicit(&pool->next[i], memory_order_relaxed);
-		}
-		if (AP_UNLIKELY(i >= pool->count && i != AP_FL_END)) {
-			if (!head_moved(pool, &h))
-				return -EUCLEAN;
-			continue;
-		}
-		if (k < min) {
-			atomic_fetch_add_explicit(&pool->ctr->empty, 1, memory_order_relaxed);
-			return -ENOBUFS;
-		}
-		AP_TEST_POINT();
-		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
-							  AP_HEAD_MAKE(i, AP_HEAD_TAG(h) + 1),
-							  memory_order_acquire,
-							  memory_order_acquire)) {
-			for (uint32_t j = 0; j < k; j++)
-				atomic_store_explicit(&pool->next[AP_OUT(j)], mark, memory_order_relaxed);
-			*got = k;
-			return 0;
-		}
-	}
-	count_corruption(pool);
-	return -EUCLEAN;
-}
-
-#undef AP_OUT
-
-/*
- * Push n buffers the caller owns (in range, claimed: no one else may
- * release them) as one pre-linked chain with one CAS.
- */
-int ap_fl_push_chain(struct asyncpool *pool, const uint32_t *idx, uint32_t n)
-{
-	struct ap_pool_head *line = pool->line;
-	uint64_t h;
-
-	if (!n)
-		return 0;
-	for (uint32_t j = 0; j + 1 < n; j++)
-		atomic_store_explicit(&pool->next[idx[j]], idx[j + 1], memory_order_relaxed);
-	h = atomic_load_explicit(&line->head, memory_order_relaxed);
-	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
-		atomic_store_explicit(&pool->next[idx[n - 1]], AP_HEAD_INDEX(h),
-				      memory_order_relaxed);
-		AP_TEST_POINT();
-		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
-							  AP_HEAD_MAKE(idx[0], AP_HEAD_TAG(h) + 1),
-							  memory_order_release,
-							  memory_order_relaxed))
-			return 0;
-	}
-	count_corruption(pool);
-	return -EUCLEAN;
-}
-
-/*
- * Count the free buffers by walking the list, bounded by the capacity.
- * Exact while no other thread changes the pool; a walk that meets a
- * buffer leased under it stops there.  Keeping a counter instead would
- * put two more atomic read-modify-writes on every acquire+release.
- */
-uint32_t ap_fl_count(const struct asyncpool *pool)
-{
-	uint64_t h = atomic_load_explicit(&pool->line->head, memory_order_acquire);
-	uint32_t i = AP_HEAD_INDEX(h), n = 0;
-
-	while (i < pool->count && n < pool->count) {
-		n++;
-		i = atomic_load_explicit(&pool->next[i], memory_order_relaxed);
-	}
-	return n;
-}
-
 void ap_pool_recycle(void *ctx, uint32_t idx)
 {
-	(void)ap_fl_push(ctx, idx);
-}
+	struct asyncpool *pool = ctx;
 
-void ap_lease_make(struct asyncpool *pool, uint32_t idx, struct asyncpool_lease *out)
-{
-	out->span.region = pool->region;
-	out->span.offset = (size_t)idx * pool->buffer_size;
-	out->span.length = pool->buffer_size;
-	/* Adopted and fallback leases of a cached pool go to a cache too. */
-	out->release.fn = pool->cache_size ? ap_cache_recycle : ap_pool_recycle;
-	out->release.ctx = pool;
-	out->buffer_index = idx;
+	(void)ap_fl_release(&pool->fl, idx);
 }
 
 AP_EXPORT int asyncpool_create(struct asyncpool_region *r, struct asyncpool **out)
@@ -357,7 +141,7 @@ AP_EXPORT int asyncpool_destroy(struct asyncpool *pool)
 		rc = ap_cache_destroy(pool);       /* flushes the caches */
 		if (rc)
 			return rc;
-	} else if (!pool->shared && ap_fl_count(pool) != pool->count) {
+	} else if (!pool->shared && ap_fl_count(&pool->fl) != pool->fl.count) {
 		return -EBUSY;
 	}
 	if (pool->owns_storage)
@@ -367,30 +151,25 @@ AP_EXPORT int asyncpool_destroy(struct asyncpool *pool)
 	return 0;
 }
 
-static __attribute__((noinline)) int acquire_fl(struct asyncpool *pool,
-						 struct asyncpool_lease *out)
-{
-	uint32_t idx;
-	int rc = ap_fl_pop(pool, &idx);
-
-	if (AP_UNLIKELY(rc)) {
-		memset(out, 0, sizeof(*out));
-		return rc;
-	}
-	ap_lease_make(pool, idx, out);
-	return 0;
-}
-
 static __attribute__((noinline)) int acquire_slow(struct asyncpool *pool,
 						   struct asyncpool_lease *out)
 {
+	uint32_t idx;
+	int rc;
+
 	if (AP_UNLIKELY(!pool)) {
 		memset(out, 0, sizeof(*out));
 		return -EINVAL;
 	}
 	if (pool->cache_size)
 		return ap_cache_acquire_slow(pool, out);
-	return acquire_fl(pool, out);
+	rc = ap_fl_pop(&pool->fl, AP_FL_LEASED, &idx);
+	if (AP_UNLIKELY(rc)) {
+		memset(out, 0, sizeof(*out));
+		return rc;
+	}
+	ap_pool_lease(pool, idx, ap_pool_recycle, out);
+	return 0;
 }
 
 AP_EXPORT int asyncpool_acquire(struct asyncpool *pool, struct asyncpool_lease *out)
@@ -405,15 +184,18 @@ AP_EXPORT int asyncpool_acquire(struct asyncpool *pool, struct asyncpool_lease *
 
 AP_EXPORT size_t asyncpool_available(const struct asyncpool *pool)
 {
+	uint64_t n;
+
 	if (!pool)
 		return 0;
 	/* The freelist, and this process's caches of the pool. */
-	return ap_fl_count(pool) + (pool->cache_size ? ap_cache_count(pool) : 0);
+	n = (uint64_t)ap_fl_count(&pool->fl) + (pool->cache_size ? ap_cache_count(pool) : 0);
+	return n < pool->fl.count ? n : pool->fl.count;
 }
 
 AP_EXPORT size_t asyncpool_capacity(const struct asyncpool *pool)
 {
-	return pool ? pool->count : 0;
+	return pool ? pool->fl.count : 0;
 }
 
 AP_EXPORT size_t asyncpool_buffer_size(const struct asyncpool *pool)
@@ -426,24 +208,31 @@ AP_EXPORT struct asyncpool_region *asyncpool_region(const struct asyncpool *pool
 	return pool ? pool->region : NULL;
 }
 
+/* The smallest stats struct: up to empty. */
+#define STATS_V1 (offsetof(struct asyncpool_stats, empty) + sizeof(uint64_t))
+
 AP_EXPORT int asyncpool_stats(const struct asyncpool *pool, struct asyncpool_stats *out)
 {
-	size_t given;
 	struct asyncpool_stats s;
+	size_t given;
 
-	if (!pool || !out || out->size < offsetof(struct asyncpool_stats, empty) + sizeof(uint64_t))
+	if (!pool || !out)
 		return -EINVAL;
 	given = out->size;
+	if (given < STATS_V1)
+		return -EINVAL;
+	if (given > AP_STRUCT_SIZE_MAX)
+		return -E2BIG;
 	memset(&s, 0, sizeof(s));
-	s.size = given < sizeof(s) ? given : sizeof(s);
-	s.capacity = pool->count;
+	s.capacity = pool->fl.count;
 	s.available = (uint32_t)asyncpool_available(pool);
-	s.bad_releases = atomic_load_explicit(&pool->ctr->bad_releases, memory_order_relaxed);
-	s.corruptions = atomic_load_explicit(&pool->ctr->corruptions, memory_order_relaxed);
-	s.empty = atomic_load_explicit(&pool->ctr->empty, memory_order_relaxed);
-	memcpy(out, &s, s.size);
+	s.bad_releases = atomic_load_explicit(&pool->fl.ctr->bad_releases, memory_order_relaxed);
+	s.corruptions = atomic_load_explicit(&pool->fl.ctr->corruptions, memory_order_relaxed);
+	s.empty = atomic_load_explicit(&pool->fl.ctr->empty, memory_order_relaxed);
+	s.size = given;
+	/* The fields this build knows, then zeros up to what the caller has. */
+	memcpy(out, &s, given < sizeof(s) ? given : sizeof(s));
 	if (given > sizeof(s))
 		memset((char *)out + sizeof(s), 0, given - sizeof(s));
-	out->size = given;
 	return 0;
 }

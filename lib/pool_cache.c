@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Per-thread caches and bulk operations (see pool_cache.h for the cache
- * and the buffer states).
+ * Per-thread caches (see pool_cache.h).  They move buffers between
+ * their arrays and the freelist (freelist.c), changing states only
+ * through buffer_state.h.
  *
  * Bookkeeping, all under one process-wide mutex (ap_cache_lock), taken
  * only off the fast path: creating a cache, thread exit, destroy,
@@ -40,21 +41,34 @@ static pthread_once_t ap_tc_once = PTHREAD_ONCE_INIT;
 static pthread_key_t ap_tc_key;
 static bool ap_tc_key_ok;
 
-/* The smallest options struct this library accepts: up to flags. */
-#define POOL_OPTS_V1 (offsetof(struct asyncpool_options, flags) + sizeof(uint32_t))
-
-static void count_bad(struct asyncpool *pool, uint64_t n)
+/*
+ * Give the top k buffers of a cache back to the freelist as one chain.
+ * A buffer whose state is no longer cached (a copy of it went into
+ * another cache too) is dropped and counted, never linked in twice.
+ */
+static int cache_flush_top(struct ap_cache *c, uint32_t k)
 {
-	atomic_fetch_add_explicit(&pool->ctr->bad_releases, n, memory_order_relaxed);
+	struct asyncpool *pool = c->pool;
+	uint32_t n = ap_cache_n(c), from = n - k, kept = 0, dropped = 0;
+	uint32_t *v = &c->idx[from];
+
+	for (uint32_t j = 0; j < k; j++) {
+		if (AP_LIKELY(ap_state_uncache(&pool->fl.next[v[j]])))
+			v[kept++] = v[j];
+		else
+			dropped++;
+	}
+	if (AP_UNLIKELY(dropped))
+		ap_fl_count_corruption(&pool->fl, dropped);
+	ap_cache_set_n(c, from);
+	return ap_fl_push_chain(&pool->fl, v, kept);
 }
 
-/* Give all of a cache back to its pool's freelist, as one chain. */
+/* Give all of a cache back to its pool's freelist. */
 static void cache_drain(struct ap_cache *c)
 {
-	uint32_t n = ap_cache_n(c);
-
-	if (c->pool && n)
-		(void)ap_fl_push_chain(c->pool, c->idx, n);
+	if (c->pool && ap_cache_n(c))
+		(void)cache_flush_top(c, ap_cache_n(c));
 	ap_cache_set_n(c, 0);
 }
 
@@ -210,7 +224,7 @@ static struct ap_cache *cache_get(struct asyncpool *pool, bool create)
 	return ap_tc_last = c;
 }
 
-static inline struct ap_cache *cache_of(struct asyncpool *pool)
+struct ap_cache *ap_cache_of(struct asyncpool *pool)
 {
 	struct ap_cache *c = ap_tc_last;
 
@@ -220,19 +234,18 @@ static inline struct ap_cache *cache_of(struct asyncpool *pool)
 }
 
 /* Make room in a full cache: batch buffers to the freelist, one CAS. */
-static __attribute__((noinline)) void cache_flush_batch(struct ap_cache *c)
+__attribute__((noinline)) void ap_cache_flush_batch(struct ap_cache *c)
 {
-	uint32_t n = ap_cache_n(c), k = c->batch < n ? c->batch : n;
+	uint32_t n = ap_cache_n(c);
 
-	(void)ap_fl_push_chain(c->pool, &c->idx[n - k], k);
-	ap_cache_set_n(c, n - k);
+	(void)cache_flush_top(c, c->batch < n ? c->batch : n);
 }
 
 /* Fill an empty cache with up to batch buffers, one CAS. */
 static int cache_refill(struct ap_cache *c)
 {
 	uint32_t got = 0;
-	int rc = ap_fl_pop_chain(c->pool, c->idx, sizeof(uint32_t), 1, c->batch,
+	int rc = ap_fl_pop_chain(&c->pool->fl, c->idx, sizeof(uint32_t), 1, c->batch,
 				 AP_FL_CACHED, &got);
 
 	ap_cache_set_n(c, rc ? 0 : got);
@@ -240,21 +253,19 @@ static int cache_refill(struct ap_cache *c)
 }
 
 /* Release into the calling thread's cache; c belongs to pool. */
-static inline void cache_put(struct asyncpool *pool, struct ap_cache *c, uint32_t idx)
+static void cache_put(struct asyncpool *pool, struct ap_cache *c, uint32_t idx)
 {
 	uint32_t n;
 
-	if (AP_UNLIKELY(idx >= pool->count))
+	if (AP_UNLIKELY(idx >= pool->fl.count))
 		return;
-	if (AP_UNLIKELY(atomic_load_explicit(&pool->next[idx], memory_order_relaxed) !=
-			AP_FL_LEASED)) {
-		count_bad(pool, 1);
+	if (AP_UNLIKELY(!ap_state_leased_to_cached(&pool->fl.next[idx]))) {
+		ap_fl_count_bad_release(&pool->fl, 1);
 		return;
 	}
-	atomic_store_explicit(&pool->next[idx], AP_FL_CACHED, memory_order_relaxed);
 	n = c->n;
 	if (AP_UNLIKELY(n == c->size)) {
-		cache_flush_batch(c);
+		ap_cache_flush_batch(c);
 		n = c->n;
 	}
 	c->idx[n] = idx;
@@ -263,11 +274,11 @@ static inline void cache_put(struct asyncpool *pool, struct ap_cache *c, uint32_
 
 static __attribute__((noinline)) void cache_recycle_slow(struct asyncpool *pool, uint32_t idx)
 {
-	struct ap_cache *c = cache_of(pool);
+	struct ap_cache *c = ap_cache_of(pool);
 
 	if (!c) {
 		/* No cache for this thread (out of memory): the freelist. */
-		(void)ap_fl_push(pool, idx);
+		(void)ap_fl_release(&pool->fl, idx);
 		return;
 	}
 	cache_put(pool, c, idx);
@@ -282,13 +293,10 @@ void ap_cache_recycle(void *ctx, uint32_t idx)
 	struct asyncpool *pool = ctx;
 	struct ap_cache *c = ap_tc_last;
 
-	if (AP_LIKELY(c->pool == pool && idx < pool->count)) {
-		_Atomic uint32_t *state = &pool->next[idx];
+	if (AP_LIKELY(c->pool == pool && idx < pool->fl.count)) {
 		uint32_t n = c->n;
 
-		if (AP_LIKELY(atomic_load_explicit(state, memory_order_relaxed) == AP_FL_LEASED &&
-			      n != c->size)) {
-			atomic_store_explicit(state, AP_FL_CACHED, memory_order_relaxed);
+		if (AP_LIKELY(n != c->size && ap_state_leased_to_cached(&pool->fl.next[idx]))) {
 			c->idx[n] = idx;
 			ap_cache_set_n(c, n + 1);
 			return;
@@ -305,22 +313,34 @@ int ap_cache_acquire_slow(struct asyncpool *pool, struct asyncpool_lease *out)
 
 	if (AP_UNLIKELY(!c)) {
 		/* No cache for this thread (out of memory): the freelist. */
-		rc = ap_fl_pop(pool, &idx);
+		rc = ap_fl_pop(&pool->fl, AP_FL_LEASED, &idx);
 		if (rc) {
 			memset(out, 0, sizeof(*out));
 			return rc;
 		}
-		ap_lease_make(pool, idx, out);
+		ap_pool_lease(pool, idx, ap_cache_recycle, out);
 		return 0;
 	}
-	if (!c->n) {
-		rc = cache_refill(c);
-		if (rc) {
-			memset(out, 0, sizeof(*out));
-			return rc;
+	for (;;) {
+		uint32_t n = ap_cache_n(c);
+
+		if (!n) {
+			rc = cache_refill(c);
+			if (rc) {
+				memset(out, 0, sizeof(*out));
+				return rc;
+			}
+			continue;
 		}
+		idx = c->idx[n - 1];
+		ap_cache_set_n(c, n - 1);
+		if (AP_LIKELY(ap_state_cached_to_leased(&pool->fl.next[idx]))) {
+			ap_pool_lease(pool, idx, ap_cache_recycle, out);
+			return 0;
+		}
+		/* Not cached any more: a copy of it is somewhere else. */
+		ap_fl_count_corruption(&pool->fl, 1);
 	}
-	return ap_cache_acquire(pool, out);
 }
 
 /* asyncpool_destroy() of a pool with caches; 0 or -EBUSY. */
@@ -334,7 +354,7 @@ int ap_cache_destroy(struct asyncpool *pool)
 		cached += ap_cache_n(c);
 	/* A shared pool's leases may be out in other processes: the handle
 	 * closes regardless.  A local pool must have them all back. */
-	if (!pool->shared && ap_fl_count(pool) + cached != pool->count) {
+	if (!pool->shared && ap_fl_count(&pool->fl) + cached != pool->fl.count) {
 		pthread_mutex_unlock(&ap_cache_lock);
 		return -EBUSY;
 	}
@@ -351,7 +371,7 @@ int ap_cache_destroy(struct asyncpool *pool)
 	return 0;
 }
 
-/* Buffers in this process's caches of pool. */
+/* Buffers in this process's caches of pool (entries, not states). */
 uint32_t ap_cache_count(const struct asyncpool *pool)
 {
 	uint64_t n = 0;
@@ -360,7 +380,7 @@ uint32_t ap_cache_count(const struct asyncpool *pool)
 	for (const struct ap_cache *c = pool->caches; c; c = c->reg_next)
 		n += ap_cache_n(c);
 	pthread_mutex_unlock(&ap_cache_lock);
-	return n > pool->count ? pool->count : (uint32_t)n;
+	return n > pool->fl.count ? pool->fl.count : (uint32_t)n;
 }
 
 /*
@@ -369,7 +389,7 @@ uint32_t ap_cache_count(const struct asyncpool *pool)
  */
 int ap_pool_cache_init(struct asyncpool *pool, uint32_t cache_size)
 {
-	if (!pool || cache_size > ASYNCPOOL_CACHE_MAX || cache_size > pool->count)
+	if (!pool || cache_size > ASYNCPOOL_CACHE_MAX || cache_size > pool->fl.count)
 		return -EINVAL;
 	if (pool->cache_size)
 		return -EEXIST;
@@ -381,6 +401,7 @@ int ap_pool_cache_init(struct asyncpool *pool, uint32_t cache_size)
 	pthread_mutex_lock(&ap_cache_lock);
 	pool->cache_batch = (cache_size + 1) / 2;
 	pool->cache_size = cache_size;
+	pool->release_fn = ap_cache_recycle;
 	pool->cached_next = ap_cached_pools;
 	if (ap_cached_pools)
 		ap_cached_pools->cached_pprev = &pool->cached_next;
@@ -395,50 +416,10 @@ AP_EXPORT int asyncpool_set_cache(struct asyncpool *pool, uint32_t cache_size)
 	return ap_pool_cache_init(pool, cache_size);
 }
 
-AP_EXPORT int asyncpool_create_opts(struct asyncpool_region *r,
-				    const struct asyncpool_options *opts,
-				    struct asyncpool **out)
-{
-	struct asyncpool_options o;
-	struct asyncpool *pool;
-	int rc;
-
-	if (!out)
-		return -EINVAL;
-	*out = NULL;
-	memset(&o, 0, sizeof(o));
-	if (opts) {
-		if (opts->size < POOL_OPTS_V1)
-			return -EINVAL;
-		if (opts->size > sizeof(o) && !ap_tail_is_zero(opts, sizeof(o), opts->size))
-			return -EINVAL;
-		memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
-	}
-	if (o.flags)
-		return -EINVAL;
-	for (size_t i = 0; i < sizeof(o.reserved) / sizeof(o.reserved[0]); i++)
-		if (o.reserved[i])
-			return -EINVAL;
-	if (o.cache_size > ASYNCPOOL_CACHE_MAX ||
-	    (r && o.cache_size > r->buffer_count))
-		return -EINVAL;
-	rc = asyncpool_create(r, &pool);
-	if (rc)
-		return rc;
-	rc = ap_pool_cache_init(pool, o.cache_size);
-	if (rc) {
-		asyncpool_destroy(pool);
-		return rc;
-	}
-	*out = pool;
-	return 0;
-}
-
 AP_EXPORT int asyncpool_cache_flush(struct asyncpool *pool)
 {
 	struct ap_cache *c;
 	uint32_t n;
-	int rc;
 
 	if (!pool)
 		return -EINVAL;
@@ -447,217 +428,5 @@ AP_EXPORT int asyncpool_cache_flush(struct asyncpool *pool)
 	c = cache_get(pool, false);
 	if (!c || !(n = ap_cache_n(c)))
 		return 0;
-	rc = ap_fl_push_chain(pool, c->idx, n);
-	ap_cache_set_n(c, 0);
-	return rc;
-}
-
-/* ---- bulk ---- */
-
-static void leases_fill(struct asyncpool *pool, struct asyncpool_lease *l, unsigned int n,
-			void (*fn)(void *, uint32_t))
-{
-	for (unsigned int j = 0; j < n; j++)
-		ap_lease_fill(pool, l[j].buffer_index, fn, &l[j]);
-}
-
-AP_EXPORT int asyncpool_acquire_bulk(struct asyncpool *pool, struct asyncpool_lease *leases,
-				     unsigned int n)
-{
-	struct ap_cache *c = NULL;
-	uint32_t got, have = 0;
-	int rc;
-
-	if (!leases)
-		return n ? -EINVAL : 0;
-	if (!pool || n > pool->count) {
-		memset(leases, 0, (size_t)n * sizeof(*leases));
-		return -EINVAL;
-	}
-	if (!n)
-		return 0;
-	if (pool->cache_size)
-		c = cache_of(pool);
-	if (!c) {
-		/* One CAS for the whole chain. */
-		rc = ap_fl_pop_chain(pool, &leases[0].buffer_index, sizeof(*leases), n, n,
-				     AP_FL_LEASED, &got);
-		if (rc) {
-			memset(leases, 0, (size_t)n * sizeof(*leases));
-			return rc;
-		}
-		leases_fill(pool, leases, n, pool->cache_size ? ap_cache_recycle : ap_pool_recycle);
-		return 0;
-	}
-	have = ap_cache_n(c);
-	if (have < n) {
-		uint32_t need = n - have;
-
-		if (n <= c->size) {
-			/* Into the cache, with a refill's worth more if there is. */
-			uint32_t max = c->size - have;
-
-			if (max > need + c->batch)
-				max = need + c->batch;
-			rc = ap_fl_pop_chain(pool, &c->idx[have], sizeof(uint32_t), need, max,
-					     AP_FL_CACHED, &got);
-			if (rc) {
-				memset(leases, 0, (size_t)n * sizeof(*leases));
-				return rc;
-			}
-			have += got;
-			ap_cache_set_n(c, have);
-		} else {
-			/* More than a cache holds: the rest straight to the leases. */
-			rc = ap_fl_pop_chain(pool, &leases[have].buffer_index, sizeof(*leases),
-					     need, need, AP_FL_LEASED, &got);
-			if (rc) {
-				memset(leases, 0, (size_t)n * sizeof(*leases));
-				return rc;
-			}
-			leases_fill(pool, &leases[have], need, ap_cache_recycle);
-			n = have;
-		}
-	}
-	{
-		/* Locals: the stores below may alias nothing the loop reads. */
-		struct asyncpool_region *region = pool->region;
-		size_t bs = pool->buffer_size;
-		_Atomic uint32_t *next = pool->next;
-		const uint32_t *ci = c->idx;
-
-		ap_cache_set_n(c, have - n);
-		for (unsigned int j = 0; j < n; j++) {
-			uint32_t idx = ci[--have];
-			struct asyncpool_lease *l = &leases[j];
-
-			atomic_store_explicit(&next[idx], AP_FL_LEASED, memory_order_relaxed);
-			l->span.region = region;
-			l->span.offset = (size_t)idx * bs;
-			l->span.length = bs;
-			l->release.fn = ap_cache_recycle;
-			l->release.ctx = pool;
-			l->buffer_index = idx;
-		}
-	}
-	return 0;
-}
-
-#define AP_BULK_CHUNK 64u
-
-/* Whether lease j continues a run of leases of pool with callback fn. */
-static inline bool same_run(const struct asyncpool_lease *l, void (*fn)(void *, uint32_t),
-			    const struct asyncpool *pool)
-{
-	return l->release.fn == fn && l->release.ctx == pool;
-}
-
-/*
- * Release the run of leases of an uncached pool that starts at l (at most
- * n): check and mark each, then push them as one chain per AP_BULK_CHUNK
- * with one CAS.  Marking a buffer (AP_FL_END) as soon as it is accepted
- * refuses a duplicate further on.  Returns the length of the run.
- */
-static unsigned int release_run_fl(struct asyncpool *pool, struct asyncpool_lease *l,
-				   unsigned int n)
-{
-	void (*fn)(void *, uint32_t) = l->release.fn;
-	_Atomic uint32_t *next = pool->next;
-	uint32_t idx[AP_BULK_CHUNK];
-	uint32_t k = 0, bad = 0, count = pool->count;
-	unsigned int j;
-
-	for (j = 0; j < n && same_run(&l[j], fn, pool); j++) {
-		uint32_t i = l[j].buffer_index;
-
-		l[j].release.fn = NULL;
-		if (AP_UNLIKELY(i >= count))
-			continue;
-		/* Claim it as ap_fl_push() does, so that a release racing
-		 * with this one (another thread, or a peer's
-		 * asyncpool_release_index()) cannot link it in twice. */
-		uint32_t expected = AP_FL_LEASED;
-
-		if (AP_UNLIKELY(!atomic_compare_exchange_strong_explicit(&next[i], &expected,
-									 AP_FL_END,
-									 memory_order_relaxed,
-									 memory_order_relaxed))) {
-			bad++;
-			continue;
-		}
-		idx[k++] = i;
-		if (k == AP_BULK_CHUNK) {
-			(void)ap_fl_push_chain(pool, idx, k);
-			k = 0;
-		}
-	}
-	if (k)
-		(void)ap_fl_push_chain(pool, idx, k);
-	if (bad)
-		count_bad(pool, bad);
-	return j;
-}
-
-/* The same for a pool with caches: into this thread's cache. */
-static unsigned int release_run_cache(struct asyncpool *pool, struct asyncpool_lease *l,
-				      unsigned int n)
-{
-	struct ap_cache *c = cache_of(pool);
-	_Atomic uint32_t *next = pool->next;
-	uint32_t cn, size, bad = 0, count = pool->count;
-	unsigned int j;
-
-	if (!c)
-		return release_run_fl(pool, l, n);
-	cn = c->n;
-	size = c->size;
-	for (j = 0; j < n && same_run(&l[j], ap_cache_recycle, pool); j++) {
-		uint32_t i = l[j].buffer_index;
-
-		l[j].release.fn = NULL;
-		if (AP_UNLIKELY(i >= count))
-			continue;
-		if (AP_UNLIKELY(atomic_load_explicit(&next[i], memory_order_relaxed) !=
-				AP_FL_LEASED)) {
-			bad++;
-			continue;
-		}
-		atomic_store_explicit(&next[i], AP_FL_CACHED, memory_order_relaxed);
-		if (AP_UNLIKELY(cn == size)) {
-			ap_cache_set_n(c, cn);
-			cache_flush_batch(c);
-			cn = c->n;
-		}
-		c->idx[cn++] = i;
-	}
-	ap_cache_set_n(c, cn);
-	if (bad)
-		count_bad(pool, bad);
-	return j;
-}
-
-AP_EXPORT void asyncpool_release_bulk(struct asyncpool_lease *leases, unsigned int n)
-{
-	unsigned int i = 0;
-
-	if (!leases)
-		return;
-	while (i < n) {
-		struct asyncpool_lease *l = &leases[i];
-		void (*fn)(void *, uint32_t) = l->release.fn;
-
-		if (!fn) {
-			i++;
-		} else if (fn == ap_cache_recycle) {
-			/* A run of leases of the same pool goes back in one step. */
-			i += release_run_cache(l->release.ctx, l, n - i);
-		} else if (fn == ap_pool_recycle) {
-			i += release_run_fl(l->release.ctx, l, n - i);
-		} else {
-			/* A recv ring or another owner: its own callback. */
-			l->release.fn = NULL;
-			fn(l->release.ctx, l->buffer_index);
-			i++;
-		}
-	}
+	return cache_flush_top(c, n);
 }

@@ -6,23 +6,14 @@
  * one pool handle.  Acquire pops from it and release pushes into it with
  * plain loads and stores; only a refill (the cache is empty) or a flush
  * (it is full) touches the shared head, moving cache_batch buffers with
- * one CAS.
- *
- * next[] holds each buffer's state, as for the freelist: a link while on
- * the list, AP_FL_LEASED while leased, AP_FL_CACHED while in some
- * thread's cache.  Only the thread that holds a buffer (in its cache, or
- * as the one legitimate releaser of a lease) writes its state, so the
- * cache flips it with plain stores: a release checks AP_FL_LEASED and
- * writes AP_FL_CACHED, which refuses a later release of a copy of the
- * lease, in any thread or process.  What plain stores cannot do is refuse
- * the second of two releases of the same buffer racing at the same
- * instant (the uncached paths, ap_fl_push() and the bulk release, can:
- * they claim by CAS); such a program already has a data race on its lease.
+ * one CAS.  A cached buffer's state is AP_FL_CACHED (buffer_state.h):
+ * a release of it is refused like a release of a free buffer, and a
+ * cache hands out only buffers whose state says cached.
  */
 #ifndef ASYNCPOOL_POOL_CACHE_H
 #define ASYNCPOOL_POOL_CACHE_H
 
-#include "pool.h"
+#include "pool_internal.h"
 
 struct ap_tcache;
 
@@ -55,26 +46,11 @@ static inline void ap_cache_set_n(struct ap_cache *c, uint32_t n)
 	__atomic_store_n(&c->n, n, __ATOMIC_RELAXED);
 }
 
-/* pool_cache.c */
-void ap_cache_recycle(void *ctx, uint32_t idx);
-int  ap_cache_acquire_slow(struct asyncpool *pool, struct asyncpool_lease *out);
-int  ap_cache_destroy(struct asyncpool *pool);
-uint32_t ap_cache_count(const struct asyncpool *pool);
-
-static inline void ap_lease_fill(struct asyncpool *pool, uint32_t idx,
-				 void (*fn)(void *, uint32_t), struct asyncpool_lease *out)
-{
-	out->span.region = pool->region;
-	out->span.offset = (size_t)idx * pool->buffer_size;
-	out->span.length = pool->buffer_size;
-	out->release.fn = fn;
-	out->release.ctx = pool;
-	out->buffer_index = idx;
-}
-
 /*
  * Lease a buffer from the calling thread's cache of pool, if it has one
- * with a buffer in it: the fast path of asyncpool_acquire().
+ * with a buffer in it: the fast path of asyncpool_acquire().  A buffer
+ * that is not in the cached state is left to the slow path, which drops
+ * it and counts a corruption.
  */
 static inline bool ap_cache_take(struct asyncpool *pool, struct asyncpool_lease *out)
 {
@@ -83,21 +59,19 @@ static inline bool ap_cache_take(struct asyncpool *pool, struct asyncpool_lease 
 
 	/* pool may be NULL: it then matches ap_cache_none, which is empty. */
 	if (AP_LIKELY(c->pool == pool && (n = c->n) != 0)) {
-		/* In range: the refill that cached it checked it. */
+		/* In range: the refill or release that cached it checked it. */
 		idx = c->idx[n - 1];
-		ap_cache_set_n(c, n - 1);
-		atomic_store_explicit(&pool->next[idx], AP_FL_LEASED, memory_order_relaxed);
-		ap_lease_fill(pool, idx, ap_cache_recycle, out);
-		return true;
+		if (AP_LIKELY(ap_state_cached_to_leased(&pool->fl.next[idx]))) {
+			ap_cache_set_n(c, n - 1);
+			ap_pool_lease(pool, idx, ap_cache_recycle, out);
+			return true;
+		}
 	}
 	return false;
 }
 
-static inline int ap_cache_acquire(struct asyncpool *pool, struct asyncpool_lease *out)
-{
-	if (AP_LIKELY(ap_cache_take(pool, out)))
-		return 0;
-	return ap_cache_acquire_slow(pool, out);
-}
+/* pool_cache.c, for the bulk operations */
+struct ap_cache *ap_cache_of(struct asyncpool *pool);
+void ap_cache_flush_batch(struct ap_cache *c);
 
 #endif /* ASYNCPOOL_POOL_CACHE_H */

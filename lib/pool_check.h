@@ -17,28 +17,7 @@
 
 #include "pool_layout.h"
 
-#ifndef AP_MAX_COUNT
-#define AP_MAX_COUNT 0x7ffffffeu        /* ASYNCPOOL_MAX_BUFFERS */
-#endif
-
-/* Where each part of a version 1 layout of count buffers lives. */
-struct ap_v1_geometry {
-	uint64_t per;                   /* bytes of next[] and of owners[] */
-	uint64_t owners_offset;
-	uint64_t attach_offset;
-	uint64_t storage_size;
-};
-
-static inline void ap_v1_geometry(uint32_t count, bool shared, struct ap_v1_geometry *g)
-{
-	g->per = ((uint64_t)count * 4 + 63) & ~(uint64_t)63;
-	g->owners_offset = shared ? AP_OFF_NEXT + g->per : 0;
-	g->attach_offset = shared ? AP_OFF_NEXT + 2 * g->per : 0;
-	g->storage_size = AP_OFF_NEXT + g->per +
-			  (shared ? g->per + (uint64_t)AP_ATTACH_SLOTS * AP_ATTACH_SIZE : 0);
-}
-
-/* An offset of a part of len bytes: aligned, inside the storage, where v1 puts it. */
+/* An offset of a part of len bytes: aligned, inside the storage, where the geometry puts it. */
 static inline bool ap_offset_ok(uint64_t off, uint64_t len, uint64_t storage, uint64_t want)
 {
 	return off % 64 == 0 && off <= storage && len <= storage - off && off == want;
@@ -55,7 +34,7 @@ static inline int ap_header_check(const void *mem, size_t size, bool shared,
 				  struct ap_pool_header *copy)
 {
 	const struct ap_pool_header *h = mem;
-	struct ap_v1_geometry g;
+	struct ap_layout_geometry g;
 	uint32_t magic;
 
 	memset(copy, 0, sizeof(*copy));
@@ -79,7 +58,7 @@ static inline int ap_header_check(const void *mem, size_t size, bool shared,
 		return -EBADMSG;
 	if (copy->attach_slots != (shared ? AP_ATTACH_SLOTS : 0u))
 		return -EBADMSG;
-	ap_v1_geometry(copy->buffer_count, shared, &g);
+	(void)ap_layout_geometry(copy->buffer_count, shared, &g);
 	if (copy->storage_size != g.storage_size || copy->storage_size > size)
 		return -EBADMSG;
 	if (!ap_offset_ok(copy->head_offset, 64, g.storage_size, AP_OFF_HEAD) ||

@@ -16,6 +16,7 @@
 #define ASYNCPOOL_POOL_LAYOUT_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define AP_POOL_MAGIC   0x4c4f5041u     /* "APOL" in little-endian memory */
@@ -76,5 +77,58 @@ _Static_assert(sizeof(struct ap_pool_counters) == 64, "counters are one cache li
 #define AP_OFF_HEAD     128u
 #define AP_OFF_COUNTERS 192u
 #define AP_OFF_NEXT     256u
+
+/* The largest buffer_count of a layout (ASYNCPOOL_MAX_BUFFERS). */
+#define AP_MAX_COUNT 0x7ffffffeu
+
+/*
+ * The bundle of asyncpool_shared_create() puts the buffers at the first
+ * multiple of this after the layout: fixed, not this machine's page size.
+ */
+#define AP_SHARED_BUFFER_ALIGN 4096u
+
+/*
+ * Where each part of a layout of count buffers lives.  The one place
+ * that computes it: the library, its checks and `asyncpool inspect`
+ * all call this.
+ */
+struct ap_layout_geometry {
+	uint64_t per;                   /* bytes of next[] and of owners[] */
+	uint64_t next_offset;
+	uint64_t owners_offset;         /* 0 for local pools */
+	uint64_t attach_offset;         /* 0 for local pools */
+	uint64_t storage_size;          /* bytes of the whole layout */
+};
+
+/* false for a count of 0 or beyond AP_MAX_COUNT. */
+static inline bool ap_layout_geometry(uint32_t count, bool shared, struct ap_layout_geometry *g)
+{
+	g->per = ((uint64_t)count * sizeof(uint32_t) + 63) & ~(uint64_t)63;
+	g->next_offset = AP_OFF_NEXT;
+	g->owners_offset = shared ? AP_OFF_NEXT + g->per : 0;
+	g->attach_offset = shared ? AP_OFF_NEXT + 2 * g->per : 0;
+	g->storage_size = AP_OFF_NEXT + g->per +
+			  (shared ? g->per + (uint64_t)AP_ATTACH_SLOTS * AP_ATTACH_SIZE : 0);
+	return count != 0 && count <= AP_MAX_COUNT;
+}
+
+/*
+ * The shared bundle: the layout, then count x buffer_size bytes of
+ * buffers at *buffers_offset; *total bytes in all.  false when the
+ * count is out of range or the sizes overflow 64 bits.
+ */
+static inline bool ap_bundle_geometry(uint32_t count, uint64_t buffer_size,
+				      uint64_t *buffers_offset, uint64_t *total)
+{
+	struct ap_layout_geometry g;
+	uint64_t bytes;
+
+	if (!ap_layout_geometry(count, true, &g))
+		return false;
+	*buffers_offset = (g.storage_size + AP_SHARED_BUFFER_ALIGN - 1) &
+			  ~(uint64_t)(AP_SHARED_BUFFER_ALIGN - 1);
+	return !__builtin_mul_overflow(buffer_size, (uint64_t)count, &bytes) &&
+	       !__builtin_add_overflow(*buffers_offset, bytes, total);
+}
 
 #endif /* ASYNCPOOL_POOL_LAYOUT_H */

@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Shared pools: the freelist layout of pool.c in memory that several
- * processes map.  The creator initialises it and publishes the magic
- * last; everyone else validates the header before touching the rest.
- * Hand-off by index, and the freelist audit.
+ * Shared pools: the pool layout in memory that several processes map.
+ * The creator initialises it and publishes the magic last; everyone else
+ * validates the header before touching the rest.  Hand-off by index.
  */
-#include "pool.h"
+#include "pool_internal.h"
 #include "pool_check.h"
 
 #include <stdlib.h>
@@ -102,7 +101,7 @@ AP_EXPORT int asyncpool_release_index(struct asyncpool *pool, uint32_t buffer_in
 {
 	if (!pool)
 		return -EINVAL;
-	return ap_fl_push(pool, buffer_index);
+	return ap_fl_release(&pool->fl, buffer_index);
 }
 
 AP_EXPORT int asyncpool_lease_adopt(struct asyncpool *pool, uint32_t buffer_index,
@@ -111,42 +110,10 @@ AP_EXPORT int asyncpool_lease_adopt(struct asyncpool *pool, uint32_t buffer_inde
 	if (!out)
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
-	if (!pool || buffer_index >= pool->count)
+	if (!pool || buffer_index >= pool->fl.count)
 		return -EINVAL;
-	if (atomic_load_explicit(&pool->next[buffer_index], memory_order_acquire) != AP_FL_LEASED)
+	if (!ap_state_is_leased(&pool->fl.next[buffer_index]))
 		return -EALREADY;
-	ap_lease_make(pool, buffer_index, out);
+	ap_pool_lease(pool, buffer_index, pool->release_fn, out);
 	return 0;
-}
-
-/* Walk the freelist of pool: 0, -EUCLEAN, or -ENOMEM for the bitmap. */
-static int ap_pool_audit(const struct asyncpool *pool, struct ap_audit *a)
-{
-	unsigned char *seen = calloc((size_t)pool->count / 8 + 1, 1);
-	uint64_t head;
-	int rc;
-
-	if (!seen)
-		return -ENOMEM;
-	head = atomic_load_explicit(&pool->line->head, memory_order_acquire);
-	rc = ap_freelist_audit(head, pool->next, pool->count, seen, a);
-	free(seen);
-	return rc;
-}
-
-AP_EXPORT int asyncpool_check(const struct asyncpool *pool)
-{
-	struct ap_pool_header hdr;
-	struct ap_audit a;
-	int rc;
-
-	if (!pool)
-		return -EINVAL;
-	/* The header of a shared pool may have been rewritten since open. */
-	rc = ap_header_check(pool->storage, pool->storage_size, pool->shared, &hdr);
-	if (rc)
-		return rc == -EPROTONOSUPPORT || rc == -EPROTO ? -EBADMSG : rc;
-	if (hdr.buffer_count != pool->count || hdr.buffer_size != pool->buffer_size)
-		return -EBADMSG;
-	return ap_pool_audit(pool, &a);
 }

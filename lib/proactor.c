@@ -23,13 +23,44 @@ int ap_proactor_new(const struct proactor_ops *ops, void *backend,
 
 AP_EXPORT int asyncpool_proactor_destroy(struct asyncpool_proactor *p)
 {
+	int rc = 0;
+
 	if (!p)
 		return -EINVAL;
 	if (atomic_load_explicit(&p->regions, memory_order_acquire) != 0)
 		return -EBUSY;
 	if (p->ops->destroy)
-		p->ops->destroy(p);
+		rc = p->ops->destroy(p);
+	if (rc)
+		return rc;
 	free(p);
+	return 0;
+}
+
+AP_EXPORT int asyncpool_proactor_run_deferred(struct asyncpool_proactor *p)
+{
+	if (!p)
+		return -EINVAL;
+	return p->ops->run_deferred ? p->ops->run_deferred(p) : 0;
+}
+
+AP_EXPORT int asyncpool_proactor_stats(const struct asyncpool_proactor *p,
+				       struct asyncpool_proactor_stats *out)
+{
+	size_t size;
+
+	if (!p || !out || out->size < sizeof(size_t))
+		return -EINVAL;
+	size = out->size < sizeof(*out) ? out->size : sizeof(*out);
+	{
+		struct asyncpool_proactor_stats st;
+
+		memset(&st, 0, sizeof(st));
+		st.size = size;
+		if (p->ops->proactor_stats)
+			p->ops->proactor_stats((struct asyncpool_proactor *)p, &st);
+		memcpy(out, &st, size);
+	}
 	return 0;
 }
 
@@ -46,7 +77,12 @@ AP_EXPORT int asyncpool_proactor_register_slab(struct asyncpool_proactor *p,
 	*out = NULL;
 	if (!p || !slab)
 		return -EINVAL;
-	if (access == 0 || (access & ~(ASYNCPOOL_ACCESS_READ | ASYNCPOOL_ACCESS_WRITE)))
+	if (access == 0 || (access & ~(ASYNCPOOL_ACCESS_READ | ASYNCPOOL_ACCESS_WRITE |
+				       ASYNCPOOL_ACCESS_INCREMENTAL)))
+		return -EINVAL;
+	/* Incremental consumption is a kind of recv ring: WRITE only. */
+	if ((access & ASYNCPOOL_ACCESS_INCREMENTAL) && access != (ASYNCPOOL_ACCESS_WRITE |
+								 ASYNCPOOL_ACCESS_INCREMENTAL))
 		return -EINVAL;
 
 	r = calloc(1, sizeof(*r));

@@ -7,6 +7,9 @@
 
 static int memory_register(struct asyncpool_proactor *p, struct asyncpool_region *r)
 {
+	/* Incremental consumption is a property of a kernel buffer ring. */
+	if (r->access & ASYNCPOOL_ACCESS_INCREMENTAL)
+		return -EOPNOTSUPP;
 	return 0;
 }
 

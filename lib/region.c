@@ -80,3 +80,39 @@ AP_EXPORT int asyncpool_region_recv_lease(struct asyncpool_region *r,
 		return -EINVAL;
 	return r->proactor->ops->recv_lease(r, cqe, out);
 }
+
+AP_EXPORT int asyncpool_region_recv_leases(struct asyncpool_region *r,
+					   const struct io_uring_cqe *cqe,
+					   struct asyncpool_lease *leases, unsigned int max,
+					   unsigned int *n)
+{
+	if (n)
+		*n = 0;
+	if (!leases || !n || max == 0)
+		return -EINVAL;
+	memset(leases, 0, sizeof(*leases) * max);
+	if (!r || !cqe)
+		return -EINVAL;
+	if (!r->proactor->ops->recv_leases)
+		return -EOPNOTSUPP;
+	return r->proactor->ops->recv_leases(r, cqe, leases, max, n);
+}
+
+AP_EXPORT int asyncpool_region_stats(const struct asyncpool_region *r,
+				     struct asyncpool_region_stats *out)
+{
+	struct asyncpool_region_stats st;
+	size_t size;
+
+	if (!r || !out || out->size < sizeof(size_t))
+		return -EINVAL;
+	size = out->size < sizeof(st) ? out->size : sizeof(st);
+	memset(&st, 0, sizeof(st));
+	st.size = size;
+	st.buffer_count = r->buffer_count;
+	st.ring_unconsumed = UINT32_MAX;
+	if (r->proactor->ops->region_stats)
+		r->proactor->ops->region_stats(r, &st);
+	memcpy(out, &st, size);
+	return 0;
+}

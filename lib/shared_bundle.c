@@ -8,38 +8,53 @@
  *
  * A peer learns the geometry from the header, which it validates like
  * asyncpool_open_shared() does, before it maps a slab over the buffers.
+ *
+ * The buffers are registered with the caller's proactor (an io_uring
+ * one gives the pool's leases fixed indices), or with a memory proactor
+ * of our own.  The slab owns the mapping: it is unmapped with the last
+ * reference to the slab, so that a region the caller registered from
+ * it stays valid after asyncpool_shared_close().
  */
-#include "pool.h"
+#include "pool_internal.h"
 #include "pool_check.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
-/* Where the buffers start: fixed, not the page size of this machine. */
-#define AP_SHARED_BUFFER_ALIGN 4096u
 #define AP_SHARED_FLAGS ASYNCPOOL_SHARED_HUGE_PREFER
-/* The largest options size read (a page, as copy_struct_from_user). */
-#define AP_SHARED_OPTS_MAX 4096u
+
+/* The smallest options struct this library accepts: the first version's. */
+#define SHARED_OPTS_V1 (offsetof(struct asyncpool_shared_options, reserved) + sizeof(uint32_t))
 
 struct asyncpool_shared {
 	struct asyncpool_shm shm;
-	struct asyncpool_proactor *proactor;
+	struct asyncpool_proactor *proactor;    /* ours, or NULL */
 	struct asyncpool_region *region;
 	struct asyncpool *pool;
+	struct asyncpool_slab *slab;            /* set: it owns the mapping */
 };
+
+/* The slab's destroy: unmap (the fd is the bundle's, closed at close). */
+static void bundle_unmap(void *ctx)
+{
+	struct asyncpool_shm *map = ctx;
+
+	asyncpool_shm_close(map);
+	free(map);
+}
 
 /* Bytes before the buffers, and all the bytes, of count x bs. */
 static int bundle_geometry(uint32_t count, size_t bs, size_t *buffers_off, size_t *total)
 {
-	size_t storage, bytes;
-	int rc = ap_layout_size(count, true, &storage);
+	uint64_t off, all;
 
-	if (rc)
-		return rc;
-	*buffers_off = ap_align_up(storage, AP_SHARED_BUFFER_ALIGN);
-	if (__builtin_mul_overflow(bs, (size_t)count, &bytes) ||
-	    __builtin_add_overflow(*buffers_off, bytes, total))
+	if (count == 0 || count > ASYNCPOOL_MAX_BUFFERS)
+		return -EINVAL;
+	if (!ap_bundle_geometry(count, bs, &off, &all) || all > SIZE_MAX)
 		return -EOVERFLOW;
+	*buffers_off = (size_t)off;
+	*total = (size_t)all;
 	return 0;
 }
 
@@ -51,33 +66,45 @@ static void bundle_free(struct asyncpool_shared *sp)
 	asyncpool_region_unref(sp->region);
 	if (sp->proactor)
 		asyncpool_proactor_destroy(sp->proactor);
-	asyncpool_shm_close(&sp->shm);
+	if (sp->slab) {
+		if (sp->shm.fd >= 0)
+			close(sp->shm.fd);
+		asyncpool_slab_unref(sp->slab);
+	} else {
+		asyncpool_shm_close(&sp->shm);
+	}
 	free(sp);
 }
 
 /* Slab, region and pool over sp->shm, whose geometry has been checked. */
-static int bundle_build(struct asyncpool_shared *sp, uint32_t count, size_t bs,
-			size_t buffers_off, bool create)
+static int bundle_build(struct asyncpool_shared *sp, struct asyncpool_proactor *p,
+			uint32_t count, size_t bs, size_t buffers_off, bool create)
 {
-	struct asyncpool_slab *slab;
+	struct asyncpool_shm *map;
 	size_t storage;
 	int rc;
 
 	rc = ap_layout_size(count, true, &storage);
 	if (rc)
 		return rc;
+	map = malloc(sizeof(*map));
+	if (!map)
+		return -ENOMEM;
+	*map = sp->shm;
+	map->fd = -1;
 	rc = asyncpool_slab_wrap((char *)sp->shm.base + buffers_off, bs, count,
-				 NULL, NULL, &slab);
-	if (rc)
-		return rc;
-	rc = asyncpool_proactor_create_memory(&sp->proactor);
+				 bundle_unmap, map, &sp->slab);
 	if (rc) {
-		asyncpool_slab_unref(slab);
+		free(map);
 		return rc;
 	}
-	rc = asyncpool_proactor_register_slab(sp->proactor, slab, ASYNCPOOL_ACCESS_READ,
-					      &sp->region);
-	asyncpool_slab_unref(slab);
+	if (!p) {
+		rc = asyncpool_proactor_create_memory(&sp->proactor);
+		if (rc)
+			return rc;
+		p = sp->proactor;
+	}
+	rc = asyncpool_proactor_register_slab(p, sp->slab, ASYNCPOOL_ACCESS_READ, &sp->region);
 	if (rc)
 		return rc;
 	if (create)
@@ -88,6 +115,13 @@ static int bundle_build(struct asyncpool_shared *sp, uint32_t count, size_t bs,
 AP_EXPORT int asyncpool_shared_create(const struct asyncpool_shared_options *opts,
 				      struct asyncpool_shared **out)
 {
+	return asyncpool_shared_create_proactor(opts, NULL, out);
+}
+
+AP_EXPORT int asyncpool_shared_create_proactor(const struct asyncpool_shared_options *opts,
+					       struct asyncpool_proactor *p,
+					       struct asyncpool_shared **out)
+{
 	struct asyncpool_shared_options o;
 	struct asyncpool_shared *sp;
 	size_t off, total;
@@ -96,13 +130,9 @@ AP_EXPORT int asyncpool_shared_create(const struct asyncpool_shared_options *opt
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (!opts || opts->size < sizeof(o))
-		return -EINVAL;
-	if (opts->size > AP_SHARED_OPTS_MAX)
-		return -E2BIG;
-	if (opts->size > sizeof(o) && !ap_tail_is_zero(opts, sizeof(o), opts->size))
-		return -EINVAL;
-	memcpy(&o, opts, sizeof(o));
+	rc = ap_opts_copy(&o, sizeof(o), opts, SHARED_OPTS_V1);
+	if (rc)
+		return rc;
 	if (o.reserved || (o.flags & ~AP_SHARED_FLAGS) || (o.mode & ~0777u))
 		return -EINVAL;
 	if (!o.name && o.mode)
@@ -127,7 +157,7 @@ AP_EXPORT int asyncpool_shared_create(const struct asyncpool_shared_options *opt
 		free(sp);
 		return rc;
 	}
-	rc = bundle_build(sp, o.buffer_count, o.buffer_size, off, true);
+	rc = bundle_build(sp, p, o.buffer_count, o.buffer_size, off, true);
 	if (rc) {
 		bundle_free(sp);
 		if (o.name)
@@ -139,7 +169,7 @@ AP_EXPORT int asyncpool_shared_create(const struct asyncpool_shared_options *opt
 }
 
 /* Open the pool in sp->shm, which a peer made: trust nothing in it. */
-static int bundle_open(struct asyncpool_shared *sp)
+static int bundle_open(struct asyncpool_shared *sp, struct asyncpool_proactor *p)
 {
 	struct ap_pool_header hdr;
 	size_t off, total;
@@ -153,11 +183,11 @@ static int bundle_open(struct asyncpool_shared *sp)
 	rc = bundle_geometry(hdr.buffer_count, (size_t)hdr.buffer_size, &off, &total);
 	if (rc || total > sp->shm.size)
 		return -EBADMSG;
-	return bundle_build(sp, hdr.buffer_count, (size_t)hdr.buffer_size, off, false);
+	return bundle_build(sp, p, hdr.buffer_count, (size_t)hdr.buffer_size, off, false);
 }
 
 static int bundle_open_common(int fd, const char *name, uint32_t flags,
-			      struct asyncpool_shared **out)
+			      struct asyncpool_proactor *p, struct asyncpool_shared **out)
 {
 	struct asyncpool_shared *sp;
 	int rc;
@@ -175,7 +205,7 @@ static int bundle_open_common(int fd, const char *name, uint32_t flags,
 		free(sp);
 		return rc;
 	}
-	rc = bundle_open(sp);
+	rc = bundle_open(sp, p);
 	if (rc) {
 		bundle_free(sp);
 		return rc;
@@ -184,31 +214,50 @@ static int bundle_open_common(int fd, const char *name, uint32_t flags,
 	return 0;
 }
 
-AP_EXPORT int asyncpool_shared_open_fd_flags(int fd, uint32_t flags,
-					     struct asyncpool_shared **out)
-{
-	return bundle_open_common(fd, NULL, flags, out);
-}
-
-AP_EXPORT int asyncpool_shared_open_fd(int fd, struct asyncpool_shared **out)
-{
-	return bundle_open_common(fd, NULL, 0, out);
-}
-
-AP_EXPORT int asyncpool_shared_open_named_flags(const char *name, uint32_t flags,
-						struct asyncpool_shared **out)
+/* A name, or -EINVAL with *out cleared. */
+static int bundle_open_named(const char *name, uint32_t flags, struct asyncpool_proactor *p,
+			     struct asyncpool_shared **out)
 {
 	if (!name) {
 		if (out)
 			*out = NULL;
 		return -EINVAL;
 	}
-	return bundle_open_common(-1, name, flags, out);
+	return bundle_open_common(-1, name, flags, p, out);
+}
+
+AP_EXPORT int asyncpool_shared_open_fd(int fd, struct asyncpool_shared **out)
+{
+	return bundle_open_common(fd, NULL, 0, NULL, out);
 }
 
 AP_EXPORT int asyncpool_shared_open_named(const char *name, struct asyncpool_shared **out)
 {
-	return asyncpool_shared_open_named_flags(name, 0, out);
+	return bundle_open_named(name, 0, NULL, out);
+}
+
+AP_EXPORT int asyncpool_shared_open_fd_flags(int fd, uint32_t flags,
+					     struct asyncpool_shared **out)
+{
+	return bundle_open_common(fd, NULL, flags, NULL, out);
+}
+
+AP_EXPORT int asyncpool_shared_open_named_flags(const char *name, uint32_t flags,
+						struct asyncpool_shared **out)
+{
+	return bundle_open_named(name, flags, NULL, out);
+}
+
+AP_EXPORT int asyncpool_shared_open_fd_proactor(int fd, struct asyncpool_proactor *p,
+						struct asyncpool_shared **out)
+{
+	return bundle_open_common(fd, NULL, 0, p, out);
+}
+
+AP_EXPORT int asyncpool_shared_open_named_proactor(const char *name, struct asyncpool_proactor *p,
+						   struct asyncpool_shared **out)
+{
+	return bundle_open_named(name, 0, p, out);
 }
 
 AP_EXPORT void asyncpool_shared_close(struct asyncpool_shared *sp)

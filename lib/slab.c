@@ -101,6 +101,18 @@ static void prefault(void *base, size_t len, size_t page)
 		p[off] = 0;
 }
 
+/* length bytes of private anonymous memory in whole pages of page bytes. */
+static int map_anonymous(size_t length, size_t page, int extra_flags, void **base,
+			 size_t *map_length)
+{
+	if (length > SIZE_MAX - page)
+		return -EOVERFLOW;
+	*map_length = ap_align_up(length, page);
+	*base = mmap(NULL, *map_length, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0);
+	return *base == MAP_FAILED ? -ENOMEM : 0;
+}
+
 static int check_geometry(size_t buffer_size, uint32_t buffer_count, size_t *length)
 {
 	if (buffer_size == 0 || buffer_count == 0)
@@ -124,12 +136,9 @@ AP_EXPORT int asyncpool_slab_create(const struct asyncpool_slab_options *opts,
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (!opts || opts->size < SLAB_OPTS_V1)
-		return -EINVAL;
-	if (opts->size > sizeof(o) && !ap_tail_is_zero(opts, sizeof(o), opts->size))
-		return -EINVAL;
-	memset(&o, 0, sizeof(o));
-	memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+	rc = ap_opts_copy(&o, sizeof(o), opts, SLAB_OPTS_V1);
+	if (rc)
+		return rc;
 	if (o.reserved || (o.flags & ~SLAB_FLAGS))
 		return -EINVAL;
 	if ((o.flags & ASYNCPOOL_SLAB_HUGE_PREFER) && (o.flags & ASYNCPOOL_SLAB_HUGE_REQUIRE))
@@ -148,30 +157,19 @@ AP_EXPORT int asyncpool_slab_create(const struct asyncpool_slab_options *opts,
 
 	if (o.flags & (ASYNCPOOL_SLAB_HUGE_PREFER | ASYNCPOOL_SLAB_HUGE_REQUIRE)) {
 		page = huge_page_size();
-		if (length > SIZE_MAX - page) {
+		rc = map_anonymous(length, page, MAP_HUGETLB, &base, &map_length);
+		if (rc == -EOVERFLOW ||
+		    (rc && (o.flags & ASYNCPOOL_SLAB_HUGE_REQUIRE))) {
 			free(slab);
-			return -EOVERFLOW;
-		}
-		map_length = ap_align_up(length, page);
-		base = mmap(NULL, map_length, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
-		if (base == MAP_FAILED && (o.flags & ASYNCPOOL_SLAB_HUGE_REQUIRE)) {
-			free(slab);
-			return -ENOMEM;
+			return rc;
 		}
 	}
 	if (base == MAP_FAILED) {
 		page = system_page_size();
-		if (length > SIZE_MAX - page) {
+		rc = map_anonymous(length, page, 0, &base, &map_length);
+		if (rc) {
 			free(slab);
-			return -EOVERFLOW;
-		}
-		map_length = ap_align_up(length, page);
-		base = mmap(NULL, map_length, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (base == MAP_FAILED) {
-			free(slab);
-			return -ENOMEM;
+			return rc;
 		}
 #ifdef MADV_HUGEPAGE
 		/* Preferred but not reserved: let THP back it where it can. */

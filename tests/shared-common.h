@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Helpers of the shared-pool tests: spawning tests/shared-peer with one
- * end of a Unix socketpair, whole reads and writes, unique names.
+ * end of a Unix socketpair, whole reads and writes.
  */
 #ifndef ASYNCPOOL_SHARED_COMMON_H
 #define ASYNCPOOL_SHARED_COMMON_H
@@ -17,8 +17,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "testutil.h"
 
 /* One request to a peer in "serve" mode, and its answer. */
 enum peer_op {
@@ -135,40 +136,6 @@ static inline int peer_call(int sock, int op, uint32_t index, uint64_t value,
 	if (rep)
 		*rep = r;
 	return r.rc;
-}
-
-/*
- * "/PREFIX PID-TAG": unique to this run.  The prefix is this build's
- * (ASYNCPOOL_TEST_SHM_PREFIX), so that test-shm-leftovers.sh finds it.
- */
-static inline void test_name(char *buf, size_t len, const char *tag)
-{
-	const char *prefix = getenv("ASYNCPOOL_TEST_SHM_PREFIX");
-
-	snprintf(buf, len, "/%s%ld-%s", prefix && *prefix ? prefix : "asyncpool-test-",
-		 (long)getpid(), tag);
-}
-
-static inline uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* A positive number from the environment, or def. */
-static inline unsigned long env_number(const char *name, unsigned long def)
-{
-	const char *s = getenv(name);
-	char *end;
-	unsigned long v;
-
-	if (!s || !*s)
-		return def;
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	return (errno || *end || v == 0) ? def : v;
 }
 
 #endif /* ASYNCPOOL_SHARED_COMMON_H */

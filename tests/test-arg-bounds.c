@@ -24,6 +24,7 @@
 
 #include <asyncpool.h>
 #include "tap.h"
+#include "testutil.h"
 
 #define PAGE_MAX 65536
 #define CAP 16

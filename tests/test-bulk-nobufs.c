@@ -25,6 +25,7 @@
 
 #include <asyncpool.h>
 #include "tap.h"
+#include "testutil.h"
 #include "shared-common.h"
 
 #define THREADS 2
@@ -103,7 +104,7 @@ int main(void)
 	static const unsigned int rounds[] = { 32, 8, 4, 32, 8, 4 };
 	struct asyncpool_stats st = { .size = sizeof(st) };
 
-	calls = env_number("ASYNCPOOL_STRESS_ITERATIONS", 100000) * 3;
+	calls = (unsigned long)stress_iterations(100000) * 3;
 	if (asyncpool_proactor_create_memory(&p) || asyncpool_slab_create(&so, &slab) ||
 	    asyncpool_proactor_register_slab(p, slab, ASYNCPOOL_ACCESS_READ, &r) ||
 	    asyncpool_create(r, &pool))

@@ -30,6 +30,7 @@
 
 #include <asyncpool.h>
 #include "tap.h"
+#include "testutil.h"
 #include "shared-common.h"
 
 #define CAP 64
@@ -167,7 +168,7 @@ int main(void)
 	struct asyncpool_slab *slab;
 	struct asyncpool_stats st;
 	pthread_t t[2];
-	unsigned long rounds = env_number("ASYNCPOOL_STRESS_ITERATIONS", 100000) / 25;
+	unsigned long rounds = (unsigned long)stress_iterations(100000) / 25;
 	unsigned long count[4] = { 0 };
 
 	if (rounds < 1000)

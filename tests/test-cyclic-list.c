@@ -17,6 +17,7 @@
 
 #include <asyncpool.h>
 #include "tap.h"
+#include "testutil.h"
 #include "shared-common.h"
 
 #define N 16

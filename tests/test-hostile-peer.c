@@ -13,15 +13,16 @@
 #include <string.h>
 
 #include <asyncpool.h>
-#include "pool.h"
+#include "hooks.h"
 #include "tap.h"
+#include "testutil.h"
 
 static struct asyncpool *pool;
 static unsigned long bumps;
 
 static void rewrite_head(void)
 {
-	atomic_fetch_add(&pool->line->head, (uint64_t)1 << 32);
+	atomic_fetch_add(&pool->fl.line->head, (uint64_t)1 << 32);
 	bumps++;
 }
 
@@ -36,24 +37,13 @@ static uint64_t corruptions(void)
 
 int main(void)
 {
-	struct asyncpool_slab_options o;
 	struct asyncpool_proactor *p;
-	struct asyncpool_slab *s;
-	struct asyncpool_region *r;
 	struct asyncpool_lease l;
 	uint64_t h;
 
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = 64;
-	o.buffer_count = 4;
-	o.numa_node = -1;
-	if (asyncpool_proactor_create_memory(&p) || asyncpool_slab_create(&o, &s) ||
-	    asyncpool_proactor_register_slab(p, s, ASYNCPOOL_ACCESS_READ, &r) ||
-	    asyncpool_create(r, &pool))
-		bail_out("setup");
-	asyncpool_slab_unref(s);
-	asyncpool_region_unref(r);
+	if (asyncpool_proactor_create_memory(&p))
+		bail_out("proactor");
+	pool = make_pool(p, 64, 4, 0);
 	plan(14);
 
 	/* acquire under a head that never holds still */
@@ -66,7 +56,7 @@ int main(void)
 	ok(l.buffer_index == 0 && l.span.region == NULL && l.release.fn == NULL,
 	   "the failed acquire zeroed the lease");
 	is_int(corruptions(), 1, "one corruption counted");
-	h = atomic_load(&pool->line->head);
+	h = atomic_load(&pool->fl.line->head);
 	is_int(AP_HEAD_INDEX(h), 0, "the head index is unchanged");
 	is_int(asyncpool_available(pool), 4, "nothing was taken");
 
@@ -74,13 +64,13 @@ int main(void)
 	is_int(asyncpool_acquire(pool, &l), 0, "acquire with the peer gone");
 	bumps = 0;
 	ap_test_hook_before_cas = rewrite_head;
-	is_int(ap_fl_push(pool, l.buffer_index), -EUCLEAN, "release gives up on a head that never holds still");
+	is_int(ap_fl_release(&pool->fl, l.buffer_index), -EUCLEAN, "release gives up on a head that never holds still");
 	ap_test_hook_before_cas = NULL;
 	ok(bumps > 1000 && bumps <= (1ul << 23), "bounded: %lu attempts", bumps);
 	is_int(corruptions(), 2, "a second corruption counted");
-	is_int(atomic_load(&pool->next[l.buffer_index]), AP_FL_LEASED,
+	is_int(atomic_load(&pool->fl.next[l.buffer_index]), AP_FL_LEASED,
 	       "the claim was given back: the buffer is still leased");
-	is_int(ap_fl_push(pool, l.buffer_index), 0, "so a later release succeeds");
+	is_int(ap_fl_release(&pool->fl, l.buffer_index), 0, "so a later release succeeds");
 	is_int(asyncpool_available(pool), 4, "all buffers free");
 
 	is_int(asyncpool_destroy(pool) | asyncpool_proactor_destroy(p), 0, "destroy");

@@ -71,12 +71,23 @@ pages=$(cd "$tmp/share/man" && ls man1/*.1 man3/*.3 man7/*.7 2> /dev/null)
 have() { command -v "$1" > /dev/null 2>&1; }
 count_names=$(wc -l < "$tmp/names")
 count_pages=$(echo $pages | wc -w)
-echo "1..$((2 + count_names * 3 + count_pages * 3))"
+echo "1..$((3 + count_names * 3 + count_pages * 3))"
 
 if [ "$(wc -l < "$tmp/exported")" -gt 0 ]; then
 	ok "the version script lists $(wc -l < "$tmp/exported") functions"
 else
 	: > "$tmp/out"; not_ok "the version script lists no function"
+fi
+# man-pages(7): ERRORS names an error without a minus (.B EINVAL); the
+# RETURN VALUE says the function returns its negative.
+for p in "$man"/man3/*.3; do
+	sed -n '/^\.SH ERRORS/,/^\.SH /p' "$p" | grep -n '^\.BR\{0,1\} \\-E' |
+		sed "s|^|$(basename "$p"): ERRORS: |"
+done > "$tmp/out"
+if [ ! -s "$tmp/out" ]; then
+	ok "man3: every ERRORS section names errors without a minus"
+else
+	not_ok "man3: every ERRORS section names errors without a minus"
 fi
 if [ "$(wc -l < "$tmp/inline")" -gt 0 ]; then
 	ok "the headers define $(wc -l < "$tmp/inline") static inline functions"

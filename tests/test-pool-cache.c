@@ -18,46 +18,13 @@
 
 #include <asyncpool.h>
 #include "tap.h"
+#include "testutil.h"
 
 #define THREADS 8
 #define BUFFERS 512
 #define CACHE   32
 
 static struct asyncpool_proactor *proactor;
-
-static struct asyncpool_region *make_region(uint32_t count)
-{
-	struct asyncpool_slab_options o;
-	struct asyncpool_slab *s;
-	struct asyncpool_region *r;
-
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = 64;
-	o.buffer_count = count;
-	o.numa_node = -1;
-	if (asyncpool_slab_create(&o, &s))
-		bail_out("slab");
-	if (asyncpool_proactor_register_slab(proactor, s, ASYNCPOOL_ACCESS_READ, &r))
-		bail_out("region");
-	asyncpool_slab_unref(s);
-	return r;
-}
-
-static struct asyncpool *make_pool(uint32_t count, uint32_t cache)
-{
-	struct asyncpool_region *r = make_region(count);
-	struct asyncpool_options o;
-	struct asyncpool *pool;
-
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.cache_size = cache;
-	if (asyncpool_create_opts(r, &o, &pool))
-		bail_out("pool");
-	asyncpool_region_unref(r);
-	return pool;
-}
 
 static uint64_t bad_releases(struct asyncpool *pool)
 {
@@ -72,7 +39,7 @@ static uint64_t bad_releases(struct asyncpool *pool)
 /* ---- options ---- */
 static void test_options(void)
 {
-	struct asyncpool_region *r = make_region(16);
+	struct asyncpool_region *r = make_region(proactor, 64, 16, ASYNCPOOL_ACCESS_READ);
 	struct {
 		struct asyncpool_options o;
 		uint64_t tail[2];
@@ -256,11 +223,9 @@ static void test_handoff(void)
 {
 	pthread_t t[THREADS];
 	struct asyncpool_lease *all;
-	const char *env = getenv("ASYNCPOOL_STRESS_ITERATIONS");
 
-	if (env)
-		handoffs = strtol(env, NULL, 10);
-	hpool = make_pool(BUFFERS, CACHE);
+	handoffs = stress_iterations(handoffs);
+	hpool = make_pool(proactor, 64, BUFFERS, CACHE);
 	atomic_store(&producing, THREADS);
 	for (int i = 0; i < THREADS; i++) {
 		pthread_mutex_init(&queues[i].lock, NULL);
@@ -309,7 +274,7 @@ static void *cache_holder(void *arg)
 	pthread_barrier_wait(&bar);     /* 1: cache populated */
 	pthread_barrier_wait(&bar);     /* 2: main destroyed fpool */
 	/* The stale cache entry must not be used for a new pool. */
-	np = make_pool(16, 4);
+	np = make_pool(proactor, 64, 16, 4);
 	other_rc[0] = asyncpool_acquire(np, &l[0]);
 	asyncpool_lease_release(&l[0]);
 	other_rc[1] = (int)asyncpool_available(np);
@@ -335,7 +300,7 @@ static void test_flush_destroy(void)
 	pthread_t t;
 	void *rc;
 
-	fpool = make_pool(64, 16);
+	fpool = make_pool(proactor, 64, 64, 16);
 	for (int i = 0; i < 8; i++)
 		asyncpool_acquire(fpool, &l[i]);
 	for (int i = 0; i < 8; i++)
@@ -405,7 +370,7 @@ static void *fork_holder(void *arg)
 
 static void test_fork(void)
 {
-	struct asyncpool *pool = make_pool(32, 8);
+	struct asyncpool *pool = make_pool(proactor, 64, 32, 8);
 	struct asyncpool_lease l[32];
 	pthread_t t;
 	pid_t pid;
@@ -448,7 +413,8 @@ static void foreign_release(void *ctx, uint32_t idx)
 
 static void test_bulk(uint32_t cache)
 {
-	struct asyncpool *pool = make_pool(16, cache), *other = make_pool(16, cache);
+	struct asyncpool *pool = make_pool(proactor, 64, 16, cache);
+	struct asyncpool *other = make_pool(proactor, 64, 16, cache);
 	struct asyncpool_lease l[20], one[10], mix[6];
 	const char *what = cache ? "cached" : "uncached";
 	int zero = 1;

@@ -14,6 +14,7 @@
 
 #include <asyncpool.h>
 #include "tap.h"
+#include "testutil.h"
 
 #define THREADS 8
 #define BUFFERS 16
@@ -53,27 +54,14 @@ static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
-	struct asyncpool_slab_options o;
 	struct asyncpool_proactor *p;
-	struct asyncpool_slab *s;
-	struct asyncpool_region *r;
 	struct asyncpool_stats st;
 	pthread_t t[THREADS];
-	const char *env = getenv("ASYNCPOOL_STRESS_ITERATIONS");
 
-	if (env)
-		iterations = strtol(env, NULL, 10);
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = 64;
-	o.buffer_count = BUFFERS;
-	o.numa_node = -1;
-	if (asyncpool_proactor_create_memory(&p) || asyncpool_slab_create(&o, &s) ||
-	    asyncpool_proactor_register_slab(p, s, ASYNCPOOL_ACCESS_READ, &r) ||
-	    asyncpool_create(r, &pool))
-		bail_out("setup");
-	asyncpool_slab_unref(s);
-	asyncpool_region_unref(r);
+	iterations = stress_iterations(iterations);
+	if (asyncpool_proactor_create_memory(&p))
+		bail_out("proactor");
+	pool = make_pool(p, 64, BUFFERS, 0);
 
 	for (uintptr_t i = 0; i < THREADS; i++)
 		pthread_create(&t[i], NULL, worker, (void *)(i + 1));

@@ -10,29 +10,10 @@
 
 #include <asyncpool.h>
 #include "tap.h"
+#include "testutil.h"
 
 #define N 64
 #define BS 128
-
-static struct asyncpool_region *make_region(struct asyncpool_proactor *p, size_t bs, uint32_t n,
-					    uint32_t access)
-{
-	struct asyncpool_slab_options o;
-	struct asyncpool_slab *s;
-	struct asyncpool_region *r;
-
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = bs;
-	o.buffer_count = n;
-	o.numa_node = -1;
-	if (asyncpool_slab_create(&o, &s))
-		bail_out("slab_create");
-	if (asyncpool_proactor_register_slab(p, s, access, &r))
-		bail_out("register_slab");
-	asyncpool_slab_unref(s);
-	return r;
-}
 
 static void test_errors(struct asyncpool_proactor *p)
 {

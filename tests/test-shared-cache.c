@@ -24,6 +24,7 @@
 
 #include <asyncpool.h>
 #include "tap.h"
+#include "testutil.h"
 
 #define PROCS   2
 #define THREADS 4                       /* per process */
@@ -161,7 +162,6 @@ int main(void)
 	struct asyncpool_stats st;
 	pthread_mutexattr_t ma;
 	size_t layout, total;
-	const char *env = getenv("ASYNCPOOL_STRESS_ITERATIONS");
 	char *mem;
 	pid_t pid;
 	int status = -1;
@@ -172,8 +172,7 @@ int main(void)
 	 * synchronisation and reports the mailboxes as races. */
 	skip_all("ThreadSanitizer cannot see synchronisation through another process");
 #endif
-	if (env)
-		handoffs = strtol(env, NULL, 10);
+	handoffs = stress_iterations(handoffs);
 	if (asyncpool_shared_storage_size(BUFFERS, &layout))
 		bail_out("storage size");
 	layout = (layout + 4095) & ~(size_t)4095;

@@ -38,10 +38,7 @@ static void header_phase(unsigned long ms)
 	int sock, done = 0;
 	pid_t pid;
 
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BS;
-	o.buffer_count = N;
+	shared_options(&o, BS, N);
 	if (asyncpool_shared_create(&o, &sp))
 		bail_out("shared_create");
 	pool = asyncpool_shared_pool(sp);
@@ -119,10 +116,7 @@ int main(void)
 	pid_t pid;
 
 	plan(14);
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BS;
-	o.buffer_count = N;
+	shared_options(&o, BS, N);
 	if (asyncpool_shared_create(&o, &sp))
 		bail_out("shared_create");
 	pool = asyncpool_shared_pool(sp);

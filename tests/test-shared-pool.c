@@ -8,7 +8,6 @@
  */
 #include "config.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdint.h>
@@ -26,24 +25,6 @@
 #define BS 256
 #define HANDOFF 100000ul
 #define HANDOFF_N 64
-
-static struct asyncpool_region *local_region(struct asyncpool_proactor *p, uint32_t n,
-					     size_t bs, uint32_t access)
-{
-	struct asyncpool_slab_options o;
-	struct asyncpool_slab *s;
-	struct asyncpool_region *r;
-
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = bs;
-	o.buffer_count = n;
-	o.numa_node = -1;
-	if (asyncpool_slab_create(&o, &s) || asyncpool_proactor_register_slab(p, s, access, &r))
-		bail_out("region");
-	asyncpool_slab_unref(s);
-	return r;
-}
 
 static void test_storage_and_create(void)
 {
@@ -65,9 +46,9 @@ static void test_storage_and_create(void)
 
 	if (asyncpool_proactor_create_memory(&p))
 		bail_out("proactor");
-	r = local_region(p, N, BS, ASYNCPOOL_ACCESS_READ);
-	w = local_region(p, N, BS, ASYNCPOOL_ACCESS_WRITE);
-	other = local_region(p, N + 1, BS, ASYNCPOOL_ACCESS_READ);
+	r = make_region(p, BS, N, ASYNCPOOL_ACCESS_READ);
+	w = make_region(p, BS, N, ASYNCPOOL_ACCESS_WRITE);
+	other = make_region(p, BS, N + 1, ASYNCPOOL_ACCESS_READ);
 	asyncpool_shared_storage_size(N, &size);
 	mem = mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
@@ -117,20 +98,6 @@ static void test_storage_and_create(void)
 	is_int(asyncpool_proactor_destroy(p), 0, "the handles freed their regions");
 }
 
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
 static void test_bundle_errors(void)
 {
 	struct asyncpool_shared_options o;
@@ -138,10 +105,7 @@ static void test_bundle_errors(void)
 	struct asyncpool_shm shm;
 	char name[128];
 
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BS;
-	o.buffer_count = N;
+	shared_options(&o, BS, N);
 	is_int(asyncpool_shared_create(NULL, &sp), -EINVAL, "shared_create: NULL options");
 	ok(sp == NULL, "shared_create: out NULL on failure");
 	is_int(asyncpool_shared_create(&o, NULL), -EINVAL, "shared_create: NULL out");
@@ -156,7 +120,7 @@ static void test_bundle_errors(void)
 	o.flags = 0;
 	o.mode = 0600;
 	is_int(asyncpool_shared_create(&o, &sp), -EINVAL, "shared_create: mode without a name");
-	test_name(name, sizeof(name), "bundle-err");
+	test_shm_name(name, sizeof(name), "bundle-err");
 	o.name = name;
 	o.flags = ASYNCPOOL_SHARED_HUGE_PREFER;
 	is_int(asyncpool_shared_create(&o, &sp), -EINVAL, "shared_create: huge pages with a name");
@@ -200,7 +164,7 @@ static void test_bundle_errors(void)
 		asyncpool_shared_storage_size(N, &size);
 		if (asyncpool_shm_create(size, 0, &shm) || asyncpool_proactor_create_memory(&p))
 			bail_out("shm");
-		r = local_region(p, N, BS, ASYNCPOOL_ACCESS_READ);
+		r = make_region(p, BS, N, ASYNCPOOL_ACCESS_READ);
 		is_int(asyncpool_create_shared(shm.base, shm.size, r, &pool), 0, "a pool layout alone");
 		is_int(asyncpool_shared_open_fd(shm.fd, &sp), -EBADMSG, "shared_open_fd: buffers not in the object");
 		asyncpool_destroy(pool);
@@ -227,10 +191,7 @@ static void test_two_processes(void)
 	pid_t pid;
 	char *base;
 
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BS;
-	o.buffer_count = N;
+	shared_options(&o, BS, N);
 	is_int(asyncpool_shared_create(&o, &sp), 0, "shared_create: anonymous");
 	pool = asyncpool_shared_pool(sp);
 	base = asyncpool_region_base(asyncpool_shared_region(sp));
@@ -338,11 +299,8 @@ static void test_named_bundle(void)
 	struct stat st;
 	char name[128];
 
-	test_name(name, sizeof(name), "bundle");
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BS;
-	o.buffer_count = N;
+	test_shm_name(name, sizeof(name), "bundle");
+	shared_options(&o, BS, N);
 	o.name = name;
 	is_int(asyncpool_shared_create(&o, &a), 0, "shared_create: named");
 	fstat(asyncpool_shared_fd(a), &st);
@@ -371,10 +329,7 @@ static void test_handoff(void)
 	char arg[32];
 	pid_t pid;
 
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BS;
-	o.buffer_count = HANDOFF_N;
+	shared_options(&o, BS, HANDOFF_N);
 	if (asyncpool_shared_create(&o, &sp))
 		bail_out("shared_create");
 	pool = asyncpool_shared_pool(sp);

@@ -95,7 +95,7 @@ static double in_threads(struct asyncpool *pool, int nthreads, unsigned long n)
 
 int main(void)
 {
-	unsigned long n = env_number("ASYNCPOOL_STRESS_ITERATIONS", 1000000);
+	unsigned long n = (unsigned long)stress_iterations(1000000);
 	struct asyncpool_shared_options o;
 	struct asyncpool_shared *sp;
 	struct asyncpool *pool;
@@ -109,10 +109,7 @@ int main(void)
 	uint64_t wrong = 0, errors = 0, empty = 0;
 
 	plan(14);
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BS;
-	o.buffer_count = N;
+	shared_options(&o, BS, N);
 	is_int(asyncpool_shared_create(&o, &sp), 0, "a shared pool of 64 buffers");
 	pool = asyncpool_shared_pool(sp);
 

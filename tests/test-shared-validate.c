@@ -65,19 +65,11 @@ static void restore(void)
 
 static void setup(void)
 {
-	struct asyncpool_slab_options o;
-	struct asyncpool_slab *s;
 	struct asyncpool *pool;
 
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BS;
-	o.buffer_count = N;
-	o.numa_node = -1;
-	if (asyncpool_proactor_create_memory(&prox) || asyncpool_slab_create(&o, &s) ||
-	    asyncpool_proactor_register_slab(prox, s, ASYNCPOOL_ACCESS_READ, &reg))
-		bail_out("region");
-	asyncpool_slab_unref(s);
+	if (asyncpool_proactor_create_memory(&prox))
+		bail_out("proactor");
+	reg = make_region(prox, BS, N, ASYNCPOOL_ACCESS_READ);
 	asyncpool_shared_storage_size(N, &storage);
 	mem = mmap(NULL, sizeof(good), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (mem == MAP_FAILED || storage > sizeof(good) ||
@@ -265,10 +257,7 @@ static void test_random_bundles(void)
 	unsigned char *base;
 	unsigned long opened = 0, other = 0;
 
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BS;
-	o.buffer_count = N;
+	shared_options(&o, BS, N);
 	if (asyncpool_shared_create(&o, &sp))
 		bail_out("shared_create");
 	base = asyncpool_shared_shm(sp)->base;
@@ -418,11 +407,8 @@ static void test_inspect(void)
 	size_t size;
 	int fd;
 
-	test_name(name, sizeof(name), "inspect");
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BS;
-	o.buffer_count = N;
+	test_shm_name(name, sizeof(name), "inspect");
+	shared_options(&o, BS, N);
 	o.name = name;
 	if (asyncpool_shared_create(&o, &sp))
 		bail_out("shared_create");
@@ -464,7 +450,7 @@ static void test_inspect(void)
 		char missing[160];
 
 		snprintf(missing, sizeof(missing), "%s-missing", name);
-		is_int(inspect(missing, out, sizeof(out)), 2, "inspect a missing name: exit 2");
+		is_int(inspect(missing, out, sizeof(out)), 1, "inspect a missing name: exit 1");
 	}
 	snprintf(path, sizeof(path), "/tmp/asyncpool-test-%ld-empty", (long)getpid());
 	fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);

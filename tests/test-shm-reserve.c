@@ -25,6 +25,7 @@
 
 #include <asyncpool.h>
 #include "tap.h"
+#include "testutil.h"
 #include "shared-common.h"
 
 #define MIB (1024 * 1024)
@@ -55,7 +56,7 @@ static void test_blocks(void)
 	struct asyncpool_shared *sp;
 	char name[128];
 
-	test_name(name, sizeof(name), "reserve");
+	test_shm_name(name, sizeof(name), "reserve");
 	if (asyncpool_shm_create(MIB, 0, &shm))
 		bail_out("shm_create");
 	ok(allocated(shm.fd) >= MIB, "shm_create: 1 MiB memfd, every block allocated (%lld bytes)",
@@ -95,8 +96,8 @@ static void small_tmpfs_child(int out)
 
 	for (int i = 0; i < R_COUNT; i++)
 		r[i] = -9999;
-	test_name(name, sizeof(name), "small-tmpfs");
-	test_name(second, sizeof(second), "small-tmpfs-2");
+	test_shm_name(name, sizeof(name), "small-tmpfs");
+	test_shm_name(second, sizeof(second), "small-tmpfs-2");
 	/* 64 buffers of 64 KiB: 4 MiB in a 1 MiB tmpfs */
 	r[R_BIG] = shared_pool(name, 64, 65536, &sp);
 	if (r[R_BIG] == 0)

@@ -30,6 +30,7 @@
 
 #include <asyncpool.h>
 #include "tap.h"
+#include "testutil.h"
 #include "shared-common.h"
 
 #define BS 4096
@@ -129,7 +130,7 @@ static void test_squatter(void)
 		skip(13, "not root: cannot run a squatter as a second user");
 		return;
 	}
-	test_name(name, sizeof(name), "squatted");
+	test_shm_name(name, sizeof(name), "squatted");
 	st = as_nobody(squat, name);
 	if (st == 100) {
 		skip(13, "cannot become uid %d (setuid refused here)", NOBODY);
@@ -180,7 +181,7 @@ static void test_modes(void)
 	struct asyncpool_shared *sp;
 	char name[128];
 
-	test_name(name, sizeof(name), "modes");
+	test_shm_name(name, sizeof(name), "modes");
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		if (asyncpool_shm_create_named(name, 8192, cases[i].mode, &a))
 			bail_out("create_named %03o", (unsigned)cases[i].mode);
@@ -239,7 +240,7 @@ static void test_kinds(void)
 	asyncpool_shared_close(sp);
 
 	/* A name: closed to other users (mode 0600)... */
-	test_name(name, sizeof(name), "kinds");
+	test_shm_name(name, sizeof(name), "kinds");
 	if (shared_named(name, 0, &sp))
 		bail_out("shared_create named");
 	if (geteuid() == 0) {
@@ -394,7 +395,7 @@ static void test_small_ones(void)
 	{
 		char name[128], dotted[130];
 
-		test_name(name, sizeof(name), "dots");
+		test_shm_name(name, sizeof(name), "dots");
 		snprintf(dotted, sizeof(dotted), "/..%s", name + 1);
 		is_int(asyncpool_shm_create_named(dotted, 4096, 0, &shm), 0,
 		       "a name that starts with \"..\" is a name");

@@ -22,21 +22,6 @@
 #include "tap.h"
 #include "shared-common.h"
 
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n;
-}
-
 static void test_create(void)
 {
 	struct asyncpool_shm shm, huge;
@@ -158,8 +143,8 @@ static void test_named(void)
 	mode_t old;
 	int fd;
 
-	test_name(name, sizeof(name), "named");
-	test_name(other, sizeof(other), "squat");
+	test_shm_name(name, sizeof(name), "named");
+	test_shm_name(other, sizeof(other), "squat");
 	old = umask(0);
 	for (size_t i = 0; i < sizeof(masks) / sizeof(masks[0]); i++) {
 		umask(masks[i]);

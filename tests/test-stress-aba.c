@@ -39,8 +39,9 @@
 #include <unistd.h>
 
 #include <asyncpool.h>
-#include "pool.h"
+#include "hooks.h"
 #include "tap.h"
+#include "testutil.h"
 
 #define MAX_THREADS 64
 #define PROCS 4
@@ -156,7 +157,7 @@ static void give(uint32_t id, struct held *h)
 		fail(&st->violations, 0);
 		return;
 	}
-	rc = ap_fl_push(pool, h->idx);
+	rc = ap_fl_release(&pool->fl, h->idx);
 	if (rc) {
 		fail(&st->errors, rc);
 		return;
@@ -231,25 +232,25 @@ static uint32_t holds(uint32_t first_id, uint32_t threads)
 static const char *audit(uint32_t *free_out, uint32_t *leased_out)
 {
 	static unsigned char seen[2 * MAX_THREADS * PROCS];
-	uint64_t h = atomic_load(&pool->line->head);
+	uint64_t h = atomic_load(&pool->fl.line->head);
 	uint32_t i = AP_HEAD_INDEX(h), nfree = 0, nleased = 0;
 
 	memset(seen, 0, sizeof(seen));
 	*free_out = *leased_out = 0;
 	while (i != AP_FL_END) {
-		if (i >= pool->count)
+		if (i >= pool->fl.count)
 			return "an index out of range on the list";
 		if (seen[i])
 			return "an index twice on the list (a cycle)";
-		if (++nfree > pool->count)
+		if (++nfree > pool->fl.count)
 			return "a walk longer than the capacity";
 		seen[i] = 1;
-		i = atomic_load(&pool->next[i]);
+		i = atomic_load(&pool->fl.next[i]);
 		if (i == AP_FL_LEASED)
 			return "a leased buffer on the list";
 	}
-	for (i = 0; i < pool->count; i++) {
-		uint32_t n = atomic_load(&pool->next[i]);
+	for (i = 0; i < pool->fl.count; i++) {
+		uint32_t n = atomic_load(&pool->fl.next[i]);
 
 		if (n == AP_FL_LEASED) {
 			if (seen[i])
@@ -261,7 +262,7 @@ static const char *audit(uint32_t *free_out, uint32_t *leased_out)
 	}
 	*free_out = nfree;
 	*leased_out = nleased;
-	if (nfree + nleased != pool->count)
+	if (nfree + nleased != pool->fl.count)
 		return "free + leased != capacity";
 	return NULL;
 }
@@ -271,7 +272,7 @@ static void report(const char *phase, uint64_t tag_before)
 	uint32_t nfree, nleased;
 	const char *why = audit(&nfree, &nleased);
 	uint64_t ops = atomic_load(&st->ops);
-	uint64_t h = atomic_load(&pool->line->head);
+	uint64_t h = atomic_load(&pool->fl.line->head);
 	struct asyncpool_stats s;
 
 	diag("%s: %" PRIu64 " operations; hook ran %" PRIu64 " times: %" PRIu64
@@ -285,7 +286,7 @@ static void report(const char *phase, uint64_t tag_before)
 	is_int(atomic_load(&st->errors), 0, "%s: every acquire and release returned 0", phase);
 	ok(atomic_load(&st->hook_calls) > 0, "%s: the hook stalled pops and pushes", phase);
 	ok(!why, "%s: freelist audit: %s", phase, why ? why : "consistent");
-	is_int(nfree, pool->count, "%s: all %u buffers free at the end", phase, pool->count);
+	is_int(nfree, pool->fl.count, "%s: all %u buffers free at the end", phase, pool->fl.count);
 	is_int(nleased, 0, "%s: none marked leased", phase);
 	is_int((uint32_t)(AP_HEAD_TAG(h) - (uint32_t)tag_before), (uint32_t)ops,
 	       "%s: the tag moved once per acquire and release", phase);
@@ -303,23 +304,9 @@ static void reset_state(void)
 /* Phase 1: one process, many threads, a pool from asyncpool_create(). */
 static void phase_threads(struct asyncpool_proactor *p, uint32_t threads)
 {
-	struct asyncpool_slab_options o;
-	struct asyncpool_slab *s;
-	struct asyncpool_region *r;
-
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BUFFER_SIZE;
-	o.buffer_count = holds(1, threads);
-	o.numa_node = -1;
-	if (asyncpool_slab_create(&o, &s) ||
-	    asyncpool_proactor_register_slab(p, s, ASYNCPOOL_ACCESS_READ, &r) ||
-	    asyncpool_create(r, &pool))
-		bail_out("setup of the threads phase");
-	slab_base = asyncpool_slab_base(s);
-	capacity = o.buffer_count;
-	asyncpool_slab_unref(s);
-	asyncpool_region_unref(r);
+	capacity = holds(1, threads);
+	pool = make_pool(p, BUFFER_SIZE, capacity, 0);
+	slab_base = asyncpool_region_base(asyncpool_region(pool));
 	reset_state();
 	diag("threads: %u threads x %ld operations on %u buffers", threads, iterations, capacity);
 	if (run_threads(1, threads))
@@ -396,13 +383,11 @@ static void phase_processes(struct asyncpool_proactor *p)
 
 int main(void)
 {
-	const char *env = getenv("ASYNCPOOL_STRESS_ITERATIONS");
 	const char *tenv = getenv("ASYNCPOOL_STRESS_THREADS");
 	uint32_t threads = 16;
 	struct asyncpool_proactor *p;
 
-	if (env)
-		iterations = strtol(env, NULL, 10);
+	iterations = stress_iterations(iterations);
 	if (tenv)
 		threads = (uint32_t)strtoul(tenv, NULL, 10);
 	if (iterations < 1 || threads < 1 || threads > MAX_THREADS)

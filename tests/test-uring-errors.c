@@ -270,7 +270,7 @@ int main(void)
 	is_int(asyncpool_region_recv_lease(w8, &fake, NULL), -EINVAL, "NULL lease");
 
 	/* Real completions of w8's group, passed to w2. */
-	if (ut_tcp_pair(&tx, &rx))
+	if (tcp_loopback_pair(&tx, &rx))
 		bail_out("no TCP loopback connection");
 	{
 		struct asyncpool_lease got[3];

@@ -14,26 +14,6 @@
 
 #define BS 4096
 
-static struct asyncpool_region *region(struct asyncpool_proactor *p, uint32_t count,
-				       uint32_t access, int *rc)
-{
-	struct asyncpool_slab_options o;
-	struct asyncpool_slab *s;
-	struct asyncpool_region *r = NULL;
-
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BS;
-	o.buffer_count = count;
-	o.numa_node = -1;
-	*rc = asyncpool_slab_create(&o, &s);
-	if (*rc)
-		return NULL;
-	*rc = asyncpool_proactor_register_slab(p, s, access, &r);
-	asyncpool_slab_unref(s);
-	return r;
-}
-
 /* One fixed read or write of BS bytes at off; the completion's result. */
 static int rw_fixed(struct io_uring *ring, bool write, int fd, void *buf, int index,
 		    off_t off)
@@ -66,11 +46,11 @@ int main(void)
 	ut_ring_init(&ring, 64);
 	is_int(asyncpool_proactor_create_uring(&ring, 0, &p), 0, "create_uring");
 
-	a = region(p, 8, ASYNCPOOL_ACCESS_READ, &rc);
+	rc = new_region(p, BS, 8, ASYNCPOOL_ACCESS_READ, &a);
 	is_int(rc, 0, "register A: 8 buffers");
-	b = region(p, 4, ASYNCPOOL_ACCESS_READ, &rc);
+	rc = new_region(p, BS, 4, ASYNCPOOL_ACCESS_READ, &b);
 	is_int(rc, 0, "register B: 4 buffers");
-	c = region(p, 16, ASYNCPOOL_ACCESS_READ, &rc);
+	rc = new_region(p, BS, 16, ASYNCPOOL_ACCESS_READ, &c);
 	is_int(rc, 0, "register C: 16 buffers");
 	if (!a || !b || !c)
 		bail_out("cannot register the regions");
@@ -100,19 +80,19 @@ int main(void)
 	is_int(rw_fixed(&ring, false, fd, local, 8, 0), -EFAULT,
 	       "after B's last unref its slot 8 is empty in the kernel");
 	close(fd);
-	d = region(p, 4, ASYNCPOOL_ACCESS_READ, &rc);
+	rc = new_region(p, BS, 4, ASYNCPOOL_ACCESS_READ, &d);
 	is_int(rc, 0, "register D: 4 buffers");
 	is_int(asyncpool_region_fixed_index(d, 0), 8, "D reuses B's run (first fit)");
-	e = region(p, 5, ASYNCPOOL_ACCESS_READ, &rc);
+	rc = new_region(p, BS, 5, ASYNCPOOL_ACCESS_READ, &e);
 	is_int(asyncpool_region_fixed_index(e, 0), 28, "E (5 buffers) does not fit the gap: after C");
 	asyncpool_region_unref(e);
 
 	/* A READ|WRITE region is fixed buffers too, without a group. */
-	f = region(p, 2, ASYNCPOOL_ACCESS_READ | ASYNCPOOL_ACCESS_WRITE, &rc);
+	rc = new_region(p, BS, 2, ASYNCPOOL_ACCESS_READ | ASYNCPOOL_ACCESS_WRITE, &f);
 	is_int(rc, 0, "register F: READ|WRITE");
 	is_int(asyncpool_region_fixed_index(f, 1), 29, "F takes the freed run of E");
 	is_int(asyncpool_region_buffer_group(f), -EINVAL, "READ|WRITE has no buffer group");
-	g = region(p, 4, ASYNCPOOL_ACCESS_WRITE, &rc);
+	rc = new_region(p, BS, 4, ASYNCPOOL_ACCESS_WRITE, &g);
 	is_int(rc, 0, "register G: WRITE, a buffer ring");
 	is_int(asyncpool_region_fixed_index(g, 0), -EINVAL, "a WRITE region has no fixed index");
 	ok(asyncpool_region_buffer_group(g) >= 0, "a WRITE region has a buffer group");
@@ -120,7 +100,7 @@ int main(void)
 
 	/* A second proactor on the same ring cannot register a second table. */
 	is_int(asyncpool_proactor_create_uring(&ring, 0, &p2), 0, "second proactor on the ring");
-	x = region(p2, 1, ASYNCPOOL_ACCESS_READ, &rc);
+	rc = new_region(p2, BS, 1, ASYNCPOOL_ACCESS_READ, &x);
 	is_int(rc, -EEXIST, "its READ region: the ring already has a table");
 	ok(x == NULL, "out is NULL after the failure");
 	is_int(asyncpool_proactor_destroy(p2), 0, "destroy the second proactor");
@@ -174,7 +154,7 @@ int main(void)
 
 	/* The table went with the proactor: a new one starts afresh. */
 	is_int(asyncpool_proactor_create_uring(&ring, 0, &p), 0, "create_uring again");
-	x = region(p, 3, ASYNCPOOL_ACCESS_READ, &rc);
+	rc = new_region(p, BS, 3, ASYNCPOOL_ACCESS_READ, &x);
 	is_int(rc, 0, "register on the same ring after destroy");
 	is_int(asyncpool_region_fixed_index(x, 0), 0, "it starts at slot 0 again");
 	asyncpool_region_unref(x);

@@ -136,11 +136,7 @@ int main(void)
 	/* A guard against a hang, not a timed assertion. */
 	alarm(120 + (unsigned)(TOTAL >> 20));
 	ut_ring_init(&ring, 64);
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BS;
-	o.buffer_count = NBUF;
-	o.numa_node = -1;
+	slab_options(&o, BS, NBUF);
 	is_int(asyncpool_proactor_create_uring(&ring, 0, &p), 0, "create_uring");
 	is_int(asyncpool_slab_create(&o, &s), 0, "slab of 8 x 4 KiB");
 	is_int(asyncpool_proactor_register_slab(p, s, ASYNCPOOL_ACCESS_WRITE, &r), 0,
@@ -148,7 +144,7 @@ int main(void)
 	asyncpool_slab_unref(s);
 	group = asyncpool_region_buffer_group(r);
 	ok(group >= 0, "buffer group %d", group);
-	if (ut_tcp_pair(&tx, &rx))
+	if (tcp_loopback_pair(&tx, &rx))
 		bail_out("no TCP loopback connection");
 
 	pthread_create(&tr, NULL, releaser, NULL);

@@ -61,11 +61,7 @@ int main(void)
 		skip_all("this kernel has no IORING_OP_SEND_ZC");
 	io_uring_free_probe(probe);
 
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BS;
-	o.buffer_count = NBUF;
-	o.numa_node = -1;
+	slab_options(&o, BS, NBUF);
 	is_int(asyncpool_proactor_create_uring(&ring, 0, &p), 0, "create_uring");
 	is_int(asyncpool_slab_create(&o, &s), 0, "slab of 32 x 4 KiB");
 	is_int(asyncpool_proactor_register_slab(p, s, ASYNCPOOL_ACCESS_READ, &r), 0,
@@ -73,7 +69,7 @@ int main(void)
 	asyncpool_slab_unref(s);
 	is_int(asyncpool_create(r, &pool), 0, "pool over the region");
 	asyncpool_region_unref(r);
-	if (ut_tcp_pair(&tx, &rx))
+	if (tcp_loopback_pair(&tx, &rx))
 		bail_out("no TCP loopback connection");
 	pthread_create(&t, NULL, receiver, NULL);
 

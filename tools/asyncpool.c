@@ -15,7 +15,9 @@ static void usage(FILE *f)
 	fputs("Usage: asyncpool COMMAND [OPTIONS]\n"
 	      "\n"
 	      "Commands:\n"
-	      "  demo    acquire, fill, verify and release buffers from a pool\n"
+	      "  demo    zero-copy TCP loopback over io_uring with leased buffers\n"
+	      "          (--memory, or where io_uring is refused: threads acquire,\n"
+	      "          fill, verify and release buffers of a memory pool)\n"
 	      "  bench   measure acquire+release against a mutex baseline\n"
 	      "  inspect print and check a shared pool: inspect NAME|FD-PATH\n"
 	      "\n"
@@ -80,7 +82,7 @@ unsigned long tool_number(const char *opt, const char *arg, unsigned long max)
 	v = arg ? strtoul(arg, &end, 10) : 0;
 	if (!arg || errno || *end || v == 0 || v > max || arg[0] == '-') {
 		fprintf(stderr, "asyncpool: %s takes a number from 1 to %lu\n", opt, max);
-		exit(2);
+		exit(TOOL_EXIT_USAGE);
 	}
 	return v;
 }
@@ -89,15 +91,15 @@ int main(int argc, char **argv)
 {
 	if (argc < 2) {
 		usage(stderr);
-		return 2;
+		return TOOL_EXIT_USAGE;
 	}
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
 		usage(stdout);
-		return 0;
+		return TOOL_EXIT_OK;
 	}
 	if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
 		printf("asyncpool %s (libasyncpool %s)\n", PACKAGE_VERSION, asyncpool_version());
-		return 0;
+		return TOOL_EXIT_OK;
 	}
 	if (!strcmp(argv[1], "demo"))
 		return cmd_demo(argc - 1, argv + 1);
@@ -107,5 +109,5 @@ int main(int argc, char **argv)
 		return cmd_inspect(argc - 1, argv + 1);
 	fprintf(stderr, "asyncpool: unknown command '%s'\n", argv[1]);
 	usage(stderr);
-	return 2;
+	return TOOL_EXIT_USAGE;
 }

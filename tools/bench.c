@@ -142,11 +142,11 @@ static bool spsc_pop(struct spsc *q, struct asyncpool_lease *l)
 }
 
 /* ---- cases ---- */
-enum kind { K_POOL, K_MUTEX, K_CAS2, K_HANDOFF, K_BULK, K_QUEUE };
+struct bench_case;
 
 struct run {
-	enum kind kind;
-	struct asyncpool *pool;
+	const struct bench_case *c;
+	struct asyncpool *pool;         /* NULL for the baselines */
 	struct mutex_pool *mutex;
 	struct spsc *ring;
 	unsigned long ops;
@@ -156,28 +156,50 @@ struct run {
 	unsigned threads;
 };
 
+/*
+ * One case of `asyncpool bench`, one line of the table.  A new case is
+ * one more line in cases[] below (and its name in asyncpool(1)).
+ */
+struct bench_case {
+	const char *name;
+	const char *description;
+	/* The loop of thread number id (0 to threads - 1) for r->ops pairs;
+	 * NULL for BENCH_PROCESSES. */
+	void (*body)(struct run *r, unsigned id);
+	unsigned threads;               /* 0: the --threads option */
+	unsigned flags;
+};
+#define BENCH_CACHED 1u         /* the pool with per-thread caches */
+#define BENCH_NO_POOL 2u        /* a baseline: no pool at all */
+#define BENCH_PER_LEASE 4u      /* one op per lease handed over, not per thread */
+#define BENCH_PROCESSES 8u      /* a shared pool in two processes (bench_shared.c) */
+
 static volatile uint64_t sink;
 
-static void run_pool(struct asyncpool *pool, unsigned long ops)
+static void body_pool(struct run *r, unsigned id)
 {
-	for (unsigned long i = 0; i < ops; i++) {
+	(void)id;
+	for (unsigned long i = 0; i < r->ops; i++) {
 		struct asyncpool_lease l;
 
-		if (asyncpool_acquire(pool, &l) == 0)
+		if (asyncpool_acquire(r->pool, &l) == 0)
 			asyncpool_lease_release(&l);
 	}
 }
 
-static void run_bulk(struct asyncpool *pool, unsigned long ops)
+static void body_bulk(struct run *r, unsigned id)
 {
 	struct asyncpool_lease l[BULK];
 
-	for (unsigned long i = 0; i < ops; i += BULK)
-		if (asyncpool_acquire_bulk(pool, l, BULK) == 0)
+	(void)id;
+	for (unsigned long i = 0; i < r->ops; i += BULK)
+		if (asyncpool_acquire_bulk(r->pool, l, BULK) == 0)
 			asyncpool_release_bulk(l, BULK);
 }
 
-static void run_handoff(struct run *r, unsigned id)
+/* Thread 0 acquires (or makes up) leases and queues them; thread 1 takes
+ * them off the queue and releases them. */
+static void body_handoff(struct run *r, unsigned id)
 {
 	struct asyncpool_lease l;
 	unsigned long done = 0;
@@ -216,45 +238,67 @@ static void run_handoff(struct run *r, unsigned id)
 	}
 }
 
+static void body_mutex(struct run *r, unsigned id)
+{
+	(void)id;
+	for (unsigned long i = 0; i < r->ops; i++) {
+		uint32_t idx;
+
+		if (mutex_pool_get(r->mutex, &idx) == 0)
+			mutex_pool_put(r->mutex, idx);
+	}
+}
+
+static void body_cas2(struct run *r, unsigned id)
+{
+	_Atomic uint64_t word = 0;
+
+	(void)id;
+	for (unsigned long i = 0; i < r->ops; i++) {
+		uint64_t v = atomic_load_explicit(&word, memory_order_relaxed);
+
+		atomic_compare_exchange_strong(&word, &v, v + 1);
+		v = atomic_load_explicit(&word, memory_order_relaxed);
+		atomic_compare_exchange_strong(&word, &v, v + 1);
+	}
+	sink = atomic_load(&word);
+}
+
+/* In the order of the table and of the JSON results. */
+static const struct bench_case cases[] = {
+	{ "pool", "one thread acquires and releases", body_pool, 1, 0 },
+	{ "pool-cached", "the same, with a per-thread cache", body_pool, 1, BENCH_CACHED },
+	{ "pool-threads", "every thread acquires and releases", body_pool, 0, 0 },
+	{ "pool-cached-threads", "the same, with per-thread caches", body_pool, 0, BENCH_CACHED },
+	{ "handoff", "one thread acquires, another releases, through a queue",
+	  body_handoff, 2, BENCH_PER_LEASE },
+	{ "handoff-cached", "the same, with per-thread caches",
+	  body_handoff, 2, BENCH_PER_LEASE | BENCH_CACHED },
+	{ "bulk32", "32 leases per call (time per buffer)", body_bulk, 1, 0 },
+	{ "bulk32-cached", "the same, with a per-thread cache", body_bulk, 1, BENCH_CACHED },
+	{ "shared-2proc", "a shared pool used by two processes at once",
+	  NULL, 2, BENCH_PROCESSES },
+	{ "shared-2proc-cached", "the same, with per-thread caches",
+	  NULL, 2, BENCH_PROCESSES | BENCH_CACHED },
+	{ "mutex-baseline", "a stack of indices under one pthread mutex",
+	  body_mutex, 1, BENCH_NO_POOL },
+	{ "mutex-baseline-threads", "the same, on every thread", body_mutex, 0, BENCH_NO_POOL },
+	{ "cas2-baseline", "two compare-and-swaps on a private word per pair",
+	  body_cas2, 1, BENCH_NO_POOL },
+	{ "handoff-queue-baseline", "the hand-off queue alone, without a pool",
+	  body_handoff, 2, BENCH_NO_POOL | BENCH_PER_LEASE },
+};
+#define N_CASES (sizeof(cases) / sizeof(cases[0]))
+
 static void *bench_thread(void *arg)
 {
 	struct run *r = arg;
-	_Atomic uint64_t word = 0;
 	unsigned id = atomic_fetch_add(&r->next_id, 1);
 
 	atomic_fetch_add(&r->ready, 1);
 	while (!atomic_load_explicit(&r->go, memory_order_acquire))
 		;
-	switch (r->kind) {
-	case K_POOL:
-		run_pool(r->pool, r->ops);
-		break;
-	case K_BULK:
-		run_bulk(r->pool, r->ops);
-		break;
-	case K_HANDOFF:
-	case K_QUEUE:
-		run_handoff(r, id);
-		break;
-	case K_MUTEX:
-		for (unsigned long i = 0; i < r->ops; i++) {
-			uint32_t idx;
-
-			if (mutex_pool_get(r->mutex, &idx) == 0)
-				mutex_pool_put(r->mutex, idx);
-		}
-		break;
-	case K_CAS2:
-		for (unsigned long i = 0; i < r->ops; i++) {
-			uint64_t v = atomic_load_explicit(&word, memory_order_relaxed);
-
-			atomic_compare_exchange_strong(&word, &v, v + 1);
-			v = atomic_load_explicit(&word, memory_order_relaxed);
-			atomic_compare_exchange_strong(&word, &v, v + 1);
-		}
-		sink = atomic_load(&word);
-		break;
-	}
+	r->c->body(r, id);
 	/* Leave nothing in this thread's cache: it exits next anyway. */
 	if (r->pool)
 		asyncpool_cache_flush(r->pool);
@@ -315,7 +359,7 @@ static void measure(struct run *r, unsigned reps, struct bench_result *out)
 	uint64_t el[64];
 	unsigned long total = r->ops * r->threads;
 
-	if (r->kind == K_HANDOFF || r->kind == K_QUEUE)
+	if (r->c->flags & BENCH_PER_LEASE)
 		total = r->ops;         /* one pair per lease handed over */
 	run_once(r);                    /* warm up: page faults, caches, frequency */
 	for (unsigned i = 0; i < reps; i++)
@@ -323,10 +367,10 @@ static void measure(struct run *r, unsigned reps, struct bench_result *out)
 	bench_summarize(out, el, reps, r->ops, r->threads, total);
 }
 
-static void print_table(const struct bench_result *res, int n, unsigned reps)
+static void print_table(const struct bench_result *res, size_t n, unsigned reps)
 {
 	printf("%-22s %7s %10s %10s %10s %12s\n", "case", "threads", "ns/op", "min", "max", "Mops/s");
-	for (int i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++)
 		printf("%-22s %7u %10.2f %10.2f %10.2f %12.2f\n", res[i].name, res[i].threads,
 		       res[i].ns[0], res[i].ns[1], res[i].ns[2], res[i].mops[0]);
 	printf("(medians of %u repetitions; one op is an acquire+release pair;\n"
@@ -334,12 +378,12 @@ static void print_table(const struct bench_result *res, int n, unsigned reps)
 	       reps);
 }
 
-static void print_json(const struct bench_result *res, int n, unsigned reps, unsigned long ops)
+static void print_json(const struct bench_result *res, size_t n, unsigned reps, unsigned long ops)
 {
 	printf("{\"library\":\"libasyncpool\",\"version\":\"%s\",\"repetitions\":%u,"
 	       "\"ops_per_thread\":%lu,\"cpus\":%ld,\"results\":[",
 	       asyncpool_version(), reps, ops, sysconf(_SC_NPROCESSORS_ONLN));
-	for (int i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		printf("%s{\"name\":\"%s\",\"threads\":%u,\"ns_per_op\":%.3f,\"mops_per_s\":%.3f,"
 		       "\"ns_per_op_min\":%.3f,\"ns_per_op_max\":%.3f,"
 		       "\"mops_per_s_min\":%.3f,\"mops_per_s_max\":%.3f",
@@ -477,7 +521,7 @@ static int cmd_sweep(int json, unsigned long ops, unsigned reps)
 {
 	static const uint32_t sizes[] = { 64, 1024, 16384, 262144, 1u << 20, 1u << 22, 1u << 24 };
 	struct bench_result res[2 * sizeof(sizes) / sizeof(sizes[0])];
-	int n = 0;
+	size_t n = 0;
 
 	memset(res, 0, sizeof(res));
 
@@ -491,7 +535,7 @@ static int cmd_sweep(int json, unsigned long ops, unsigned reps)
 		if (rc) {
 			fprintf(stderr, "asyncpool bench: sweep of %u buffers: %s\n",
 				sizes[s], strerror(-rc));
-			return 1;
+			return TOOL_EXIT_FAILURE;
 		}
 		for (unsigned c = 0; c < 2; c++) {
 			qsort(st[c], reps, sizeof(double), cmp_double);
@@ -520,7 +564,46 @@ static int cmd_sweep(int json, unsigned long ops, unsigned reps)
 		       " releases in random order, on a freelist put in random order first;\n"
 		       " cold: one pass over every buffer in that random order, no caches)\n",
 		       reps, SWEEP_WINDOW);
-	return 0;
+	return TOOL_EXIT_OK;
+}
+
+static void bench_usage(FILE *f)
+{
+	fputs("Usage: asyncpool bench [--json] [--threads N] [--ops N] [--reps N] [--buffers N]\n"
+	      "       asyncpool bench --sweep [--json] [--ops N] [--reps N]\n"
+	      "\nCases:\n", f);
+	for (size_t i = 0; i < N_CASES; i++)
+		fprintf(f, "  %-23s %s\n", cases[i].name, cases[i].description);
+}
+
+/* Runs every case of cases[] into res; the number of results. */
+static size_t run_cases(struct run *r, struct asyncpool *const pools[2], uint32_t buffers,
+			unsigned threads, unsigned reps, struct bench_result *res)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < N_CASES; i++) {
+		const struct bench_case *c = &cases[i];
+		bool cached = c->flags & BENCH_CACHED;
+
+		memset(&res[n], 0, sizeof(res[n]));
+		res[n].name = c->name;
+		if (c->flags & BENCH_PROCESSES) {
+			int rc = bench_shared(buffers, cached ? BENCH_CACHE : 0, r->ops, reps, &res[n]);
+
+			/* Not every machine can share memory this way: say so, go on. */
+			if (rc)
+				fprintf(stderr, "asyncpool bench: %s: %s\n", c->name, strerror(-rc));
+			else
+				n++;
+			continue;
+		}
+		r->c = c;
+		r->pool = (c->flags & BENCH_NO_POOL) ? NULL : pools[cached];
+		r->threads = c->threads ? c->threads : threads;
+		measure(r, reps, &res[n++]);
+	}
+	return n;
 }
 
 int cmd_bench(int argc, char **argv)
@@ -538,11 +621,12 @@ int cmd_bench(int argc, char **argv)
 	unsigned threads = (unsigned)sysconf(_SC_NPROCESSORS_ONLN), reps = 5;
 	unsigned long ops = 2000000;
 	uint32_t buffers = 1024;
-	struct bench_result res[24];
-	struct asyncpool_proactor *p[2];
-	struct asyncpool *pools[2];
+	struct bench_result res[N_CASES];
+	struct asyncpool_proactor *p[2] = { NULL, NULL };
+	struct asyncpool *pools[2] = { NULL, NULL };
 	struct run r;
-	int json = 0, sweep = 0, n = 0, c, rc;
+	int json = 0, sweep = 0, c, rc = TOOL_EXIT_OK;
+	size_t n;
 
 	while ((c = getopt_long(argc, argv, "jt:n:r:b:sh", longopts, NULL)) != -1) {
 		switch (c) {
@@ -553,16 +637,19 @@ int cmd_bench(int argc, char **argv)
 		case 'b': buffers = (uint32_t)tool_number("--buffers", optarg, ASYNCPOOL_MAX_BUFFERS); break;
 		case 's': sweep = 1; break;
 		case 'h':
-			puts("Usage: asyncpool bench [--json] [--threads N] [--ops N] [--reps N] [--buffers N]\n"
-			     "       asyncpool bench --sweep [--json] [--ops N] [--reps N]");
-			return 0;
+			bench_usage(stdout);
+			return TOOL_EXIT_OK;
 		default:
-			return 2;
+			return TOOL_EXIT_USAGE;
 		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "asyncpool bench: unexpected argument '%s' (see --help)\n",
+			argv[optind]);
+		return TOOL_EXIT_USAGE;
 	}
 	if (threads < 2)
 		threads = 2;
-	memset(res, 0, sizeof(res));
 	if (sweep)
 		return cmd_sweep(json, ops, reps);
 	if (buffers < 4 * BENCH_CACHE)
@@ -570,64 +657,36 @@ int cmd_bench(int argc, char **argv)
 
 	memset(&r, 0, sizeof(r));
 	r.ops = ops;
-	for (int i = 0; i < 2; i++) {
-		rc = tool_memory_pool(&p[i], &pools[i], 64, buffers, i ? BENCH_CACHE : 0, true);
-		if (rc) {
-			fprintf(stderr, "asyncpool bench: cannot create a pool: %s\n", strerror(-rc));
-			if (i)
-				tool_memory_pool_free(p[0], pools[0]);
-			return 1;
-		}
-	}
 	r.mutex = mutex_pool_new(buffers);
 	r.ring = aligned_alloc(64, sizeof(*r.ring));
 	if (!r.mutex || !r.ring) {
 		fprintf(stderr, "asyncpool bench: out of memory\n");
-		return 1;
+		rc = TOOL_EXIT_FAILURE;
+		goto out;
 	}
 	memset(r.ring, 0, sizeof(*r.ring));
+	/* pools[0] without caches, pools[1] with (BENCH_CACHED) */
+	for (int i = 0; i < 2; i++) {
+		int err = tool_memory_pool(&p[i], &pools[i], 64, buffers, i ? BENCH_CACHE : 0, true);
 
-	static const char *const names[2][4] = {
-		{ "pool", "pool-threads", "handoff", "bulk32" },
-		{ "pool-cached", "pool-cached-threads", "handoff-cached", "bulk32-cached" },
-	};
-	for (int i = 0; i < 2; i++) {
-		r.pool = pools[i];
-		r.kind = K_POOL; r.threads = 1; res[n].name = names[i][0]; measure(&r, reps, &res[n++]);
+		if (err) {
+			fprintf(stderr, "asyncpool bench: cannot create a pool: %s\n", strerror(-err));
+			rc = TOOL_EXIT_FAILURE;
+			goto out;
+		}
 	}
-	for (int i = 0; i < 2; i++) {
-		r.pool = pools[i];
-		r.kind = K_POOL; r.threads = threads; res[n].name = names[i][1]; measure(&r, reps, &res[n++]);
-	}
-	for (int i = 0; i < 2; i++) {
-		r.pool = pools[i];
-		r.kind = K_HANDOFF; r.threads = 2; res[n].name = names[i][2]; measure(&r, reps, &res[n++]);
-	}
-	for (int i = 0; i < 2; i++) {
-		r.pool = pools[i];
-		r.kind = K_BULK; r.threads = 1; res[n].name = names[i][3]; measure(&r, reps, &res[n++]);
-	}
-	r.pool = NULL;
-	for (int i = 0; i < 2; i++) {
-		res[n].name = i ? "shared-2proc-cached" : "shared-2proc";
-		rc = bench_shared(buffers, i ? BENCH_CACHE : 0, ops, reps, &res[n]);
-		if (rc)
-			fprintf(stderr, "asyncpool bench: %s: %s\n", res[n].name, strerror(-rc));
-		else
-			n++;
-	}
-	r.kind = K_MUTEX; r.threads = 1; res[n].name = "mutex-baseline"; measure(&r, reps, &res[n++]);
-	r.kind = K_MUTEX; r.threads = threads; res[n].name = "mutex-baseline-threads"; measure(&r, reps, &res[n++]);
-	r.kind = K_CAS2; r.threads = 1; res[n].name = "cas2-baseline"; measure(&r, reps, &res[n++]);
-	r.kind = K_QUEUE; r.threads = 2; res[n].name = "handoff-queue-baseline"; measure(&r, reps, &res[n++]);
 
+	n = run_cases(&r, pools, buffers, threads, reps, res);
 	if (json)
 		print_json(res, n, reps, ops);
 	else
 		print_table(res, n, reps);
-	mutex_pool_free(r.mutex);
+out:
+	if (r.mutex)
+		mutex_pool_free(r.mutex);
 	free(r.ring);
 	for (int i = 0; i < 2; i++)
-		tool_memory_pool_free(p[i], pools[i]);
-	return 0;
+		if (pools[i])
+			tool_memory_pool_free(p[i], pools[i]);
+	return rc;
 }

@@ -59,6 +59,7 @@ int cmd_demo(int argc, char **argv)
 		{ "ops", required_argument, NULL, 'n' },
 		{ "mib", required_argument, NULL, 'm' },
 		{ "memory", no_argument, NULL, 'M' },
+		{ "rings", required_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -70,21 +71,33 @@ int cmd_demo(int argc, char **argv)
 	uint64_t start, ns;
 	unsigned long mib = 256;
 	bool memory = false;
-	char why[256];
+	unsigned rings = 0;
+	char why[256] = "";
 	int c, rc;
 
-	while ((c = getopt_long(argc, argv, "t:n:m:Mh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:n:m:Mr:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 't': threads = (unsigned)tool_number("--threads", optarg, 256); break;
 		case 'n': ops = tool_number("--ops", optarg, 1ul << 32); break;
 		case 'm': mib = tool_number("--mib", optarg, 1ul << 20); break;
 		case 'M': memory = true; break;
+		case 'r': rings = (unsigned)tool_number("--rings", optarg, 64); break;
 		case 'h':
-			puts("Usage: asyncpool demo [--mib N] [--memory] [--threads N] [--ops N]");
-			return 0;
+			puts("Usage: asyncpool demo [--mib N] [--memory] [--threads N] [--ops N]\n"
+			     "       asyncpool demo --rings N [--mib N]");
+			return TOOL_EXIT_OK;
 		default:
-			return 2;
+			return TOOL_EXIT_USAGE;
 		}
+	}
+
+	/* N threads, a ring each, sending from one shared pool. */
+	if (rings) {
+		rc = demo_rings(rings, (size_t)mib << 20, why, sizeof(why));
+		if (rc != DEMO_URING_OK)
+			fprintf(stderr, "asyncpool demo: %s\n", why);
+		puts(rc == DEMO_URING_OK ? "ok" : rc == DEMO_URING_REFUSED ? "SKIPPED" : "FAILED");
+		return rc == DEMO_URING_FAILED ? 1 : 0;
 	}
 
 	/* Zero-copy I/O on io_uring where the kernel lets us. */
@@ -92,12 +105,12 @@ int cmd_demo(int argc, char **argv)
 		rc = demo_uring((size_t)mib << 20, why, sizeof(why));
 		if (rc == DEMO_URING_OK) {
 			puts("ok");
-			return 0;
+			return TOOL_EXIT_OK;
 		}
 		if (rc == DEMO_URING_FAILED) {
 			fprintf(stderr, "asyncpool demo: %s\n", why);
 			puts("FAILED");
-			return 1;
+			return TOOL_EXIT_FAILURE;
 		}
 		printf("io_uring is not usable here (%s): running the memory-proactor demo\n", why);
 	}
@@ -105,7 +118,7 @@ int cmd_demo(int argc, char **argv)
 	rc = tool_memory_pool(&p, &pool, 4096, 64, 0, true);
 	if (rc) {
 		fprintf(stderr, "asyncpool demo: cannot create a pool: %s\n", strerror(-rc));
-		return 1;
+		return TOOL_EXIT_FAILURE;
 	}
 	printf("libasyncpool %s demo (memory proactor)\n", asyncpool_version());
 	printf("pool: %zu buffers of %zu bytes\n", asyncpool_capacity(pool), asyncpool_buffer_size(pool));
@@ -127,8 +140,9 @@ int cmd_demo(int argc, char **argv)
 	printf("%lu pattern mismatches, %lu empty-pool retries, %zu of %zu buffers available\n",
 	       bad, empty, asyncpool_available(pool), asyncpool_capacity(pool));
 	printf("%.1f ns per lease (fill and verify of 4 KiB included)\n", (double)ns / (double)(done / threads));
-	rc = (bad == 0 && asyncpool_available(pool) == asyncpool_capacity(pool)) ? 0 : 1;
+	rc = (bad == 0 && asyncpool_available(pool) == asyncpool_capacity(pool)) ?
+		TOOL_EXIT_OK : TOOL_EXIT_FAILURE;
 	tool_memory_pool_free(p, pool);
-	printf("%s\n", rc ? "FAILED" : "ok");
+	printf("%s\n", rc == TOOL_EXIT_OK ? "ok" : "FAILED");
 	return rc;
 }

@@ -12,11 +12,10 @@
 #include "config.h"
 
 #ifdef HAVE_LIBURING
-#include <arpa/inet.h>
 #include <errno.h>
 #include <liburing.h>
-#include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +23,7 @@
 #include <unistd.h>
 
 #include <asyncpool.h>
+#include "net.h"
 #include "tool.h"
 
 #define TX_BUFS 128u
@@ -203,8 +203,15 @@ static int tx_zc(struct sender *tx, int fd, size_t bytes)
 			len_of[nready++] = len;
 			filled += len;
 		}
-		if (!chain && !out && (!nready || tx->err))
+		if (!chain && !out && (!nready || tx->err)) {
+			/* A pool shared with other senders may be empty for a
+			 * moment while they hold every buffer. */
+			if (filled < bytes && !tx->err) {
+				sched_yield();
+				continue;
+			}
 			break;
+		}
 		if (!chain && nready && !tx->err)
 			continue;
 		rc = io_uring_wait_cqe(&tx->ring, &cqe);
@@ -268,34 +275,6 @@ static int tx_copy(struct sender *tx, int fd, size_t bytes)
 	return 0;
 }
 
-static int tcp_pair(int *a, int *b)
-{
-	struct sockaddr_in sa;
-	socklen_t len = sizeof(sa);
-	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rc = 0;
-
-	*a = *b = -1;
-	if (l < 0)
-		return -errno;
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(l, (struct sockaddr *)&sa, sizeof(sa)) || listen(l, 1) ||
-	    getsockname(l, (struct sockaddr *)&sa, &len))
-		rc = -errno;
-	if (!rc) {
-		*a = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (*a < 0 || connect(*a, (struct sockaddr *)&sa, sizeof(sa)))
-			rc = -errno;
-	}
-	if (!rc && (*b = accept4(l, NULL, NULL, SOCK_CLOEXEC)) < 0)
-		rc = -errno;
-	close(l);
-	if (rc && *a >= 0)
-		close(*a);
-	return rc;
-}
-
 /* One transfer of bytes, zero-copy or not; GB/s or a negative errno. */
 static double run(struct sender *tx, struct receiver *rx, bool zc, size_t bytes, int *err)
 {
@@ -303,7 +282,7 @@ static double run(struct sender *tx, struct receiver *rx, bool zc, size_t bytes,
 	uint64_t start;
 	int a, b, rc;
 
-	rc = tcp_pair(&a, &b);
+	rc = tcp_loopback_pair(&a, &b);
 	if (rc) {
 		*err = rc;
 		return 0;
@@ -445,12 +424,239 @@ out:
 	io_uring_queue_exit(&tx.ring);
 	return result;
 }
+
+/* ---- asyncpool demo --rings N: a ring per thread, one shared pool ---- */
+
+#ifndef IORING_SETUP_SINGLE_ISSUER
+#define IORING_SETUP_SINGLE_ISSUER (1U << 12)
+#endif
+#ifndef IORING_SETUP_DEFER_TASKRUN
+#define IORING_SETUP_DEFER_TASKRUN (1U << 13)
+#endif
+
+struct ring_thread {
+	pthread_t tid;
+	struct asyncpool_shared *sp;
+	pthread_barrier_t *registered, *go;
+	size_t bytes;
+	unsigned flags;                 /* of its ring */
+	int first_slot;                 /* fixed index of buffer 0 on its ring */
+	bool cloned;
+	/* its receiver: a plain blocking reader that checks every byte */
+	int rfd;
+	size_t got, bad;
+	uint64_t done_ns;
+	unsigned long sends, notifs;
+	int err;
+};
+
+static void *ring_reader(void *arg)
+{
+	struct ring_thread *t = arg;
+	unsigned char *buf = malloc(1u << 20);
+
+	if (!buf) {
+		t->err = -ENOMEM;
+		return NULL;
+	}
+	for (;;) {
+		ssize_t n = read(t->rfd, buf, 1u << 20);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n < 0 && !t->err)
+				t->err = -errno;
+			break;
+		}
+		t->bad += check(buf, t->got, (size_t)n);
+		t->got += (size_t)n;
+		if (t->got == t->bytes)
+			t->done_ns = tool_now_ns();
+	}
+	free(buf);
+	return NULL;
+}
+
+/* One thread: its own SINGLE_ISSUER ring, the shared slab registered on
+ * it (the same slots as on every other ring), SEND_ZC to its socket. */
+static void *ring_worker(void *arg)
+{
+	struct ring_thread *t = arg;
+	struct asyncpool_region_stats st = { .size = sizeof(st) };
+	struct sender tx;
+	pthread_t reader;
+	int a = -1, b = -1, rc;
+
+	memset(&tx, 0, sizeof(tx));
+	t->flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+	rc = io_uring_queue_init(256, &tx.ring, t->flags);
+	if (rc == -EINVAL) {
+		t->flags = 0;
+		rc = io_uring_queue_init(256, &tx.ring, 0);
+	}
+	if (!rc)
+		rc = asyncpool_proactor_create_uring(&tx.ring, 0, &tx.p);
+	if (!rc)
+		rc = asyncpool_proactor_register_slab(tx.p,
+			asyncpool_region_slab(asyncpool_shared_region(t->sp)),
+			ASYNCPOOL_ACCESS_READ, &tx.r);
+	if (!rc) {
+		t->first_slot = asyncpool_region_fixed_index(tx.r, 0);
+		asyncpool_region_stats(tx.r, &st);
+		t->cloned = st.flags & ASYNCPOOL_REGION_CLONED;
+	}
+	t->err = rc;
+	pthread_barrier_wait(t->registered);    /* main reads memlock now */
+	pthread_barrier_wait(t->go);
+	if (!rc)
+		rc = tcp_loopback_pair(&a, &b);
+	if (!rc) {
+		t->rfd = b;
+		tx.pool = asyncpool_shared_pool(t->sp);
+		pthread_create(&reader, NULL, ring_reader, t);
+		rc = tx_zc(&tx, a, t->bytes);
+		close(a);
+		pthread_join(reader, NULL);
+		close(b);
+		t->sends = tx.sends;
+		t->notifs = tx.notifs;
+	}
+	if (rc && !t->err)
+		t->err = rc;
+	asyncpool_region_unref(tx.r);           /* on the owner thread */
+	if (tx.p && asyncpool_proactor_destroy(tx.p) && !t->err)
+		t->err = -EBUSY;
+	if (tx.ring.ring_fd > 0)
+		io_uring_queue_exit(&tx.ring);
+	return NULL;
+}
+
+/* VmPin of this process in KiB (pages pinned for I/O), or -1. */
+static long vm_pin_kib(void)
+{
+	char line[256];
+	long v = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmPin: %ld kB", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+int demo_rings(unsigned nrings, size_t bytes, char *why, size_t whylen)
+{
+	struct asyncpool_shared_options o;
+	struct asyncpool_shared *sp;
+	struct ring_thread *t;
+	pthread_barrier_t registered, go;
+	size_t total = 0, bad = 0;
+	uint64_t start, end = 0;
+	long pin0, pin1;
+	bool same = true, cloned = true;
+	int rc, result = DEMO_URING_FAILED;
+
+	bytes = (bytes + CHUNK - 1) / CHUNK * CHUNK;
+	memset(&o, 0, sizeof(o));
+	o.size = sizeof(o);
+	o.buffer_size = CHUNK;
+	o.buffer_count = TX_BUFS;
+	rc = asyncpool_shared_create(&o, &sp);
+	if (rc) {
+		snprintf(why, whylen, "asyncpool_shared_create: %s", strerror(-rc));
+		return DEMO_URING_FAILED;
+	}
+	/* Fault the buffers in, so that memlock counts only pinning. */
+	memset(asyncpool_region_base(asyncpool_shared_region(sp)), 0, (size_t)CHUNK * TX_BUFS);
+	t = calloc(nrings, sizeof(*t));
+	if (!t) {
+		asyncpool_shared_close(sp);
+		snprintf(why, whylen, "out of memory");
+		return DEMO_URING_FAILED;
+	}
+	pthread_barrier_init(&registered, NULL, nrings + 1);
+	pthread_barrier_init(&go, NULL, nrings + 1);
+	pin0 = vm_pin_kib();
+	for (unsigned i = 0; i < nrings; i++) {
+		t[i].sp = sp;
+		t[i].registered = &registered;
+		t[i].go = &go;
+		t[i].bytes = bytes;
+		pthread_create(&t[i].tid, NULL, ring_worker, &t[i]);
+	}
+	pthread_barrier_wait(&registered);
+	pin1 = vm_pin_kib();
+	for (unsigned i = 0; i < nrings; i++) {
+		if (t[i].err) {
+			snprintf(why, whylen, "ring %u: cannot register the shared slab: %s",
+				 i, strerror(-t[i].err));
+			result = t[i].err == -EPERM || t[i].err == -ENOSYS || t[i].err == -EOPNOTSUPP ?
+				 DEMO_URING_REFUSED : DEMO_URING_FAILED;
+		}
+		same &= t[i].first_slot == t[0].first_slot;
+		cloned &= t[i].cloned;
+	}
+	printf("libasyncpool %s demo: %u rings, one shared pool\n", asyncpool_version(), nrings);
+	printf("shared pool: %u buffers of %u KiB (memfd); each thread its own ring (%s)\n",
+	       TX_BUFS, CHUNK >> 10, t[0].flags ? "SINGLE_ISSUER|DEFER_TASKRUN" : "plain");
+	printf("fixed slots %d..%d %s on every ring; pages %s\n", t[0].first_slot,
+	       t[0].first_slot + TX_BUFS - 1, same ? "the same" : "NOT the same",
+	       cloned ? "pinned once and cloned (IORING_REGISTER_CLONE_BUFFERS)" :
+	       "pinned by each ring");
+	if (pin0 >= 0)
+		printf("memlock charged (VmPin): %ld KiB for a %u KiB slab on %u ring%s\n",
+		       pin1 - pin0, (CHUNK >> 10) * TX_BUFS, nrings, nrings > 1 ? "s" : "");
+	start = tool_now_ns();
+	pthread_barrier_wait(&go);
+	for (unsigned i = 0; i < nrings; i++) {
+		pthread_join(t[i].tid, NULL);
+		total += t[i].got;
+		bad += t[i].bad;
+		if (t[i].done_ns > end)
+			end = t[i].done_ns;
+		if (t[i].err && result != DEMO_URING_REFUSED) {
+			snprintf(why, whylen, "ring %u: %s", i, strerror(-t[i].err));
+			result = DEMO_URING_FAILED;
+		}
+		printf("ring %u: %lu SEND_ZC, %lu notifications, %zu bytes received, %zu bad\n",
+		       i, t[i].sends, t[i].notifs, t[i].got, t[i].bad);
+	}
+	pthread_barrier_destroy(&registered);
+	pthread_barrier_destroy(&go);
+	if (!*why) {
+		if (!same || total != bytes * nrings || bad) {
+			snprintf(why, whylen, "%s", !same ? "fixed slots differ between rings" :
+				 "the data did not arrive whole");
+		} else if (asyncpool_available(asyncpool_shared_pool(sp)) != TX_BUFS) {
+			snprintf(why, whylen, "a lease was not given back");
+		} else {
+			printf("pool: %zu/%u buffers back\n",
+			       asyncpool_available(asyncpool_shared_pool(sp)), TX_BUFS);
+			printf("%u rings, SEND_ZC from one shared pool: %.2f GB/s\n", nrings,
+			       (double)total / (double)(end - start));
+			result = DEMO_URING_OK;
+		}
+	}
+	free(t);
+	asyncpool_shared_close(sp);
+	return result;
+}
 #else
 #include <stdio.h>
 #include <stddef.h>
 #include "tool.h"
 
 int demo_uring(size_t bytes, char *why, size_t whylen)
+{
+	snprintf(why, whylen, "built without liburing");
+	return DEMO_URING_REFUSED;
+}
+
+int demo_rings(unsigned nrings, size_t bytes, char *why, size_t whylen)
 {
 	snprintf(why, whylen, "built without liburing");
 	return DEMO_URING_REFUSED;

@@ -29,9 +29,6 @@
 #include "tool.h"
 #include "../lib/pool_check.h"
 
-/* The bundle of asyncpool_shared_create() puts the buffers here. */
-#define BUFFER_ALIGN 4096u
-
 static sigjmp_buf bus_jump;
 
 static void on_sigbus(int sig)
@@ -48,7 +45,8 @@ static void inspect_usage(FILE *f)
 	      "NAME is a POSIX shared memory name (\"/name\"); FD-PATH is a file,\n"
 	      "e.g. /dev/shm/name or /proc/PID/fd/N for a memfd.\n"
 	      "\n"
-	      "Exit status: 0 consistent, 1 inconsistent, 2 usage error or cannot open.\n", f);
+	      "Exit status: 0 consistent; 1 cannot open or read it, invalid or\n"
+	      "inconsistent; 2 usage error.\n", f);
 }
 
 static bool is_shm_name(const char *s)
@@ -73,7 +71,7 @@ static int report(const char *what, const unsigned char *mem, size_t size)
 	struct ap_pool_header h;
 	struct ap_audit a;
 	unsigned char *seen;
-	uint64_t head, off;
+	uint64_t head, off, total;
 	int rc;
 
 	printf("object:          %s\n", what);
@@ -81,7 +79,7 @@ static int report(const char *what, const unsigned char *mem, size_t size)
 	if (size < sizeof(h)) {
 		printf("header:          too small for a header (%zu < %zu bytes)\n",
 		       size, sizeof(h));
-		return 1;
+		return TOOL_EXIT_FAILURE;
 	}
 	memcpy(&h, mem, sizeof(h));
 	printf("magic:           0x%08" PRIx32 "%s\n", (uint32_t)atomic_load(&h.magic),
@@ -109,12 +107,10 @@ static int report(const char *what, const unsigned char *mem, size_t size)
 	rc = ap_header_check(raw, size, true, &h);
 	if (rc) {
 		printf("header:          INVALID: %s\n", err_name(rc));
-		return 1;
+		return TOOL_EXIT_FAILURE;
 	}
 	printf("header:          valid (layout v%" PRIu32 ")\n", h.version);
-	off = (h.storage_size + BUFFER_ALIGN - 1) / BUFFER_ALIGN * BUFFER_ALIGN;
-	if (h.buffer_size <= (UINT64_MAX - off) / h.buffer_count &&
-	    off + h.buffer_size * h.buffer_count <= size)
+	if (ap_bundle_geometry(h.buffer_count, h.buffer_size, &off, &total) && total <= size)
 		printf("buffers:         at offset %" PRIu64 " (%" PRIu64 " bytes)\n",
 		       off, h.buffer_size * h.buffer_count);
 	else
@@ -132,7 +128,7 @@ static int report(const char *what, const unsigned char *mem, size_t size)
 	seen = calloc(h.buffer_count / 8 + 1, 1);
 	if (!seen) {
 		fprintf(stderr, "asyncpool: out of memory\n");
-		return 2;
+		return TOOL_EXIT_FAILURE;
 	}
 	head = atomic_load_explicit((_Atomic uint64_t *)(mem + AP_OFF_HEAD), memory_order_acquire);
 	rc = ap_freelist_audit(head, (const _Atomic uint32_t *)(mem + AP_OFF_NEXT),
@@ -152,10 +148,10 @@ static int report(const char *what, const unsigned char *mem, size_t size)
 			       a.problem, a.problem_index);
 		else
 			printf("freelist:        INCONSISTENT: %s\n", a.problem);
-		return 1;
+		return TOOL_EXIT_FAILURE;
 	}
 	printf("freelist:        consistent\n");
-	return 0;
+	return TOOL_EXIT_OK;
 }
 
 int cmd_inspect(int argc, char **argv)
@@ -167,11 +163,11 @@ int cmd_inspect(int argc, char **argv)
 
 	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
 		inspect_usage(stdout);
-		return 0;
+		return TOOL_EXIT_OK;
 	}
 	if (argc != 2 || !argv[1][0]) {
 		inspect_usage(stderr);
-		return 2;
+		return TOOL_EXIT_USAGE;
 	}
 	if (is_shm_name(argv[1]))
 		fd = shm_open(argv[1], O_RDONLY | O_CLOEXEC, 0);
@@ -179,25 +175,25 @@ int cmd_inspect(int argc, char **argv)
 		fd = open(argv[1], O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0) {
 		fprintf(stderr, "asyncpool: %s: %s\n", argv[1], strerror(errno));
-		return 2;
+		return TOOL_EXIT_FAILURE;
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		fprintf(stderr, "asyncpool: %s: not a shared memory object or file\n", argv[1]);
 		close(fd);
-		return 2;
+		return TOOL_EXIT_FAILURE;
 	}
 	if (st.st_size == 0 || (uintmax_t)st.st_size > SIZE_MAX) {
 		printf("object:          %s\nsize:            %jd bytes\n"
 		       "header:          INVALID: no header in an empty object\n",
 		       argv[1], (intmax_t)st.st_size);
 		close(fd);
-		return 1;
+		return TOOL_EXIT_FAILURE;
 	}
 	mem = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (mem == MAP_FAILED) {
 		fprintf(stderr, "asyncpool: %s: mmap: %s\n", argv[1], strerror(errno));
-		return 2;
+		return TOOL_EXIT_FAILURE;
 	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_sigbus;
@@ -208,7 +204,7 @@ int cmd_inspect(int argc, char **argv)
 	} else {
 		fflush(stdout);
 		printf("\nobject:          SIGBUS: the object shrank while it was read\n");
-		rc = 1;
+		rc = TOOL_EXIT_FAILURE;
 	}
 	sigaction(SIGBUS, &old, NULL);
 	munmap(mem, (size_t)st.st_size);

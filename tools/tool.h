@@ -11,6 +11,20 @@
 struct asyncpool;
 struct asyncpool_proactor;
 
+/*
+ * The exit status of every subcommand (asyncpool(1), EXIT STATUS):
+ * 0 it did what was asked (inspect: the pool is consistent); 1 it failed
+ * (the demo saw a wrong byte, inspect could not open or read the object
+ * or found it invalid or inconsistent, out of memory); 2 the command line
+ * was wrong (unknown command or option, a bad or missing argument).
+ */
+enum {
+	TOOL_EXIT_OK = 0,
+	TOOL_EXIT_FAILURE = 1,
+	TOOL_EXIT_USAGE = 2,
+};
+
+/* Each returns one of the TOOL_EXIT_* values. */
 int cmd_demo(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
@@ -18,6 +32,8 @@ int cmd_inspect(int argc, char **argv);
 /* demo_uring.c: zero-copy TCP loopback on io_uring. */
 enum { DEMO_URING_OK, DEMO_URING_FAILED, DEMO_URING_REFUSED };
 int demo_uring(size_t bytes, char *why, size_t whylen);
+/* A ring per thread (SINGLE_ISSUER), SEND_ZC from one shared pool. */
+int demo_rings(unsigned nrings, size_t bytes, char *why, size_t whylen);
 
 /* Monotonic time in nanoseconds. */
 static inline uint64_t tool_now_ns(void)
@@ -53,7 +69,7 @@ void bench_summarize(struct bench_result *out, const uint64_t *elapsed, unsigned
 int bench_shared(uint32_t buffers, uint32_t cache, unsigned long ops, unsigned reps,
 		 struct bench_result *out);
 
-/* Parse a positive decimal number, or exit with a usage message. */
+/* Parse a positive decimal number, or exit TOOL_EXIT_USAGE with a message. */
 unsigned long tool_number(const char *opt, const char *arg, unsigned long max);
 
 #endif

@@ -19,6 +19,29 @@ struct asyncpool_slab;
 struct asyncpool_proactor;
 struct asyncpool_lease;
 
+/* Flags of struct asyncpool_region_stats. */
+#define ASYNCPOOL_REGION_CLONED      (1u << 0) /* fixed buffers cloned, pinned once */
+#define ASYNCPOOL_REGION_CHECKED     (1u << 1) /* completions checked against the ring head */
+#define ASYNCPOOL_REGION_INCREMENTAL (1u << 2) /* incremental consumption */
+
+/*
+ * State of a region, for asyncpool_region_stats().  Extensible: set
+ * size to sizeof(struct asyncpool_region_stats) before the call.
+ */
+struct asyncpool_region_stats {
+	size_t   size;              /* sizeof(struct asyncpool_region_stats) */
+	uint32_t flags;             /* ASYNCPOOL_REGION_* */
+	uint32_t buffer_count;
+	uint32_t kernel_held;       /* recv: buffers the kernel holds (in the ring,
+				       or consumed and not yet completed) */
+	uint32_t leased;            /* recv: buffers with leases out */
+	uint32_t ring_unconsumed;   /* recv: in the ring, not yet consumed, as the
+				       kernel reports; UINT32_MAX if it cannot */
+	uint32_t reserved;
+	uint64_t refused;           /* recv: completions refused (forged, replayed) */
+	uint64_t bad_releases;      /* recv: releases of buffers not leased */
+};
+
 struct asyncpool_region *asyncpool_region_ref(struct asyncpool_region *r);
 void asyncpool_region_unref(struct asyncpool_region *r);
 
@@ -35,6 +58,12 @@ int asyncpool_region_buffer_group(const struct asyncpool_region *r);
 int asyncpool_region_recv_lease(struct asyncpool_region *r,
 				const struct io_uring_cqe *cqe,
 				struct asyncpool_lease *out);
+int asyncpool_region_recv_leases(struct asyncpool_region *r,
+				 const struct io_uring_cqe *cqe,
+				 struct asyncpool_lease *leases, unsigned int max,
+				 unsigned int *n);
+int asyncpool_region_stats(const struct asyncpool_region *r,
+			   struct asyncpool_region_stats *out);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,7 @@ struct asyncpool;
 struct asyncpool_region;
 struct asyncpool_shm;
 struct asyncpool_shared;
+struct asyncpool_proactor;
 
 /* Flags of struct asyncpool_shared_options. */
 #define ASYNCPOOL_SHARED_HUGE_PREFER (1u << 0) /* huge pages if any (anonymous only) */
@@ -45,6 +46,15 @@ int  asyncpool_shared_create(const struct asyncpool_shared_options *opts,
 int  asyncpool_shared_open_fd(int fd, struct asyncpool_shared **out);
 int  asyncpool_shared_open_named(const char *name, struct asyncpool_shared **out);
 void asyncpool_shared_close(struct asyncpool_shared *sp);
+/* The same, with the buffers registered on the caller's proactor (each
+ * process its own ring): the pool's leases then have fixed indices. */
+int  asyncpool_shared_create_proactor(const struct asyncpool_shared_options *opts,
+				      struct asyncpool_proactor *p,
+				      struct asyncpool_shared **out);
+int  asyncpool_shared_open_fd_proactor(int fd, struct asyncpool_proactor *p,
+				       struct asyncpool_shared **out);
+int  asyncpool_shared_open_named_proactor(const char *name, struct asyncpool_proactor *p,
+					  struct asyncpool_shared **out);
 /* flags: ASYNCPOOL_SHM_OPEN_UNSEALED (fd) or _OTHER_WRITERS (named), see shm.h */
 int  asyncpool_shared_open_fd_flags(int fd, uint32_t flags, struct asyncpool_shared **out);
 int  asyncpool_shared_open_named_flags(const char *name, uint32_t flags,

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include <asyncpool.h>
+#include "../testutil.h"
 
 #define BUFFER_SIZE 64
 
@@ -48,9 +49,7 @@ static int documented_open_errno(int rc)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct asyncpool_slab_options o;
 	struct asyncpool_proactor *p;
-	struct asyncpool_slab *s;
 	struct asyncpool_region *r;
 	struct asyncpool *pool = NULL;
 	uint32_t count;
@@ -67,15 +66,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(mem, data + 1, len);
 
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BUFFER_SIZE;
-	o.buffer_count = count;
-	o.numa_node = -1;
-	if (asyncpool_proactor_create_memory(&p) || asyncpool_slab_create(&o, &s) ||
-	    asyncpool_proactor_register_slab(p, s, ASYNCPOOL_ACCESS_READ, &r))
+	if (asyncpool_proactor_create_memory(&p) ||
+	    new_region(p, BUFFER_SIZE, count, ASYNCPOOL_ACCESS_READ, &r))
 		fuzz_fail("setup", 0);
-	asyncpool_slab_unref(s);
 
 	rc = asyncpool_open_shared(mem, len, r, &pool);
 	if (rc) {

@@ -31,7 +31,8 @@
 #include <string.h>
 
 #include <asyncpool.h>
-#include "pool.h"
+#include "../hooks.h"
+#include "../testutil.h"
 
 #define BUFFER_SIZE 64
 #define MAX_HELD 16
@@ -81,9 +82,7 @@ static void check_zero(const struct asyncpool_lease *l)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct asyncpool_slab_options o;
 	struct asyncpool_proactor *p;
-	struct asyncpool_slab *s;
 	struct asyncpool_region *r;
 	struct asyncpool *pool;
 	struct asyncpool_lease held[MAX_HELD];
@@ -99,28 +98,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 3 + count)
 		return 0;
 
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BUFFER_SIZE;
-	o.buffer_count = count;
-	o.numa_node = -1;
 	if (asyncpool_proactor_create_memory(&p))
 		fuzz_fail("proactor", 0);
-	if (asyncpool_slab_create(&o, &s))
-		fuzz_fail("slab", 0);
-	if (asyncpool_proactor_register_slab(p, s, ASYNCPOOL_ACCESS_READ, &r))
+	if (new_region(p, BUFFER_SIZE, count, ASYNCPOOL_ACCESS_READ, &r))
 		fuzz_fail("region", 0);
 	if (asyncpool_create(r, &pool))
 		fuzz_fail("create", 0);
-	base = asyncpool_slab_base(s);
-	asyncpool_slab_unref(s);
+	base = asyncpool_region_base(r);
 	asyncpool_region_unref(r);
 
 	/* The fuzzed state, as another process could have left it. */
-	atomic_store(&pool->line->head,
+	atomic_store(&pool->fl.line->head,
 		     AP_HEAD_MAKE(value(data[1], count), (uint32_t)data[2] << 24 | 0xfffffeu));
 	for (uint32_t i = 0; i < count; i++)
-		atomic_store(&pool->next[i], value(data[3 + i], count));
+		atomic_store(&pool->fl.next[i], value(data[3 + i], count));
 
 	for (pos = 3 + count; pos < size; pos++) {
 		uint8_t op = data[pos] & 3, arg = data[pos] >> 2;
@@ -151,12 +142,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				asyncpool_lease_release(&l);
 				break;
 			}
-			rc = ap_fl_push(pool, l.buffer_index);
+			rc = ap_fl_release(&pool->fl, l.buffer_index);
 			if (rc != 0 && rc != -EALREADY && rc != -EUCLEAN)
 				fuzz_fail("release: undocumented errno", rc);
 			break;
 		case 2: /* release any index: double and out-of-range releases */
-			rc = ap_fl_push(pool, value(arg, count));
+			rc = ap_fl_release(&pool->fl, value(arg, count));
 			if (value(arg, count) >= count ? rc != -EINVAL :
 			    (rc != 0 && rc != -EALREADY && rc != -EUCLEAN))
 				fuzz_fail("release index: wrong errno", rc);

@@ -1,19 +1,30 @@
 /* SPDX-License-Identifier: MIT */
-/* The pool object and its freelist, shared by pool.c and pool_shared.c. */
+/*
+ * The pool object, shared by the files of the pool layer:
+ *
+ *   pool.c          create, acquire, release, destroy: cache or freelist
+ *   pool_options.c  asyncpool_create_opts()
+ *   pool_cache.c    per-thread caches
+ *   pool_bulk.c     bulk acquire and release
+ *   pool_shared.c   shared pools: create, open, release by index, adopt
+ *   pool_audit.c    asyncpool_check()
+ *   freelist.c      the lock-free freelist underneath them all
+ */
 #ifndef ASYNCPOOL_POOL_INTERNAL_H
 #define ASYNCPOOL_POOL_INTERNAL_H
 
 #include "internal.h"
+#include "buffer_state.h"
+#include "freelist.h"
+#include "lease.h"
 #include "pool_layout.h"
 
 struct asyncpool {
 	/* Read on every operation: kept together. */
-	struct ap_pool_head     *line;
-	_Atomic uint32_t        *next;
-	uint32_t                 count;
+	struct ap_freelist       fl;
 	size_t                   buffer_size;
 	struct asyncpool_region *region;
-	struct ap_pool_counters *ctr;
+	ap_release_fn           *release_fn;    /* of this pool's leases */
 	struct ap_pool_header   *hdr;
 	void                    *storage;       /* the layout */
 	size_t                   storage_size;
@@ -27,13 +38,13 @@ struct asyncpool {
 	struct asyncpool       **cached_pprev;
 };
 
-/* Test builds can stall a thread between reading the head and its CAS. */
-#ifdef ASYNCPOOL_TEST_HOOKS
-extern void (*ap_test_hook_before_cas)(void);
-#define AP_TEST_POINT() do { if (ap_test_hook_before_cas) ap_test_hook_before_cas(); } while (0)
-#else
-#define AP_TEST_POINT() do { } while (0)
-#endif
+/* A lease on buffer idx of pool, given back through fn. */
+static inline void ap_pool_lease(struct asyncpool *pool, uint32_t idx, ap_release_fn *fn,
+				 struct asyncpool_lease *out)
+{
+	ap_lease_init(out, pool->region, (size_t)idx * pool->buffer_size, pool->buffer_size,
+		      fn, pool, idx);
+}
 
 /* pool.c */
 int  ap_layout_size(uint32_t count, bool shared, size_t *out);
@@ -41,15 +52,14 @@ void ap_layout_init(void *mem, uint32_t count, size_t buffer_size, bool shared);
 void ap_layout_publish(void *mem);
 void ap_pool_bind(struct asyncpool *pool, void *mem, struct asyncpool_region *r);
 int  ap_pool_check_region(const struct asyncpool_region *r);
-int  ap_fl_pop(struct asyncpool *pool, uint32_t *idx);
-int  ap_fl_push(struct asyncpool *pool, uint32_t idx);
-uint32_t ap_fl_count(const struct asyncpool *pool);
+/* The release callback of the leases of a pool without caches. */
 void ap_pool_recycle(void *ctx, uint32_t idx);
-void ap_lease_make(struct asyncpool *pool, uint32_t idx, struct asyncpool_lease *out);
-int  ap_fl_pop_chain(struct asyncpool *pool, void *out, size_t stride, uint32_t min,
-		     uint32_t max, uint32_t mark, uint32_t *got);
-int  ap_fl_push_chain(struct asyncpool *pool, const uint32_t *idx, uint32_t n);
-/* pool_cache.c: give a pool handle per-thread caches (local or shared). */
+
+/* pool_cache.c */
+void ap_cache_recycle(void *ctx, uint32_t idx);
+int  ap_cache_acquire_slow(struct asyncpool *pool, struct asyncpool_lease *out);
+int  ap_cache_destroy(struct asyncpool *pool);
+uint32_t ap_cache_count(const struct asyncpool *pool);
 int  ap_pool_cache_init(struct asyncpool *pool, uint32_t cache_size);
 
 #endif /* ASYNCPOOL_POOL_INTERNAL_H */

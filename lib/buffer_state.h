@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The state of a buffer, and the only code that changes it.
+ *
+ * Each buffer has one 32-bit word in next[] (pool_layout.h) that is both
+ * its freelist link and its state:
+ *
+ *   free     an index (the next free buffer) or AP_FL_END: on the list,
+ *            or claimed by the one thread about to link it in
+ *   leased   AP_FL_LEASED: a user holds a lease on it
+ *   cached   AP_FL_CACHED: free, in one thread's cache (pool_cache.c)
+ *
+ *            pop (freelist.c)             cached_to_leased
+ *   free ------------------> leased <----------------------- cached
+ *     ^  <------------------   |    ----------------------->   |
+ *     |   claim_leased, then   |        leased_to_cached       |
+ *     |   a push (freelist.c)  |                               |
+ *     +------------------------+-------------------------------+
+ *          pop with mark CACHED (refill), uncache then push (flush)
+ *
+ * Who may change what, and so which atomic each transition needs:
+ * - A release races with other releases of copies of the same lease,
+ *   here or in another process: claim_leased is a CAS, so exactly one
+ *   release of a lease wins and a second is refused.
+ * - leased_to_cached, cached_to_leased and uncache are a load and a
+ *   plain store: they run on the fast path of a cache, where a CAS would
+ *   double the cost.  The load still refuses every release that is not
+ *   concurrent with another (a stale copy), and a cache that finds one
+ *   of its buffers in another state (a copy that two threads released at
+ *   the same instant went into two caches) drops it and counts a
+ *   corruption instead of handing it out.
+ * - A pop marks what it took only after its CAS on the head succeeded,
+ *   so no one else can reach the buffer in between.
+ */
+#ifndef ASYNCPOOL_BUFFER_STATE_H
+#define ASYNCPOOL_BUFFER_STATE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pool_layout.h"
+
+/* free (just popped by the caller) -> leased or cached (mark) */
+static inline void ap_state_take(_Atomic uint32_t *s, uint32_t mark)
+{
+	atomic_store_explicit(s, mark, memory_order_relaxed);
+}
+
+/* leased -> free and not yet linked: only one release of a lease wins. */
+static inline bool ap_state_claim_leased(_Atomic uint32_t *s)
+{
+	uint32_t expected = AP_FL_LEASED;
+
+	return atomic_compare_exchange_strong_explicit(s, &expected, AP_FL_END,
+						       memory_order_relaxed,
+						       memory_order_relaxed);
+}
+
+/* Undo a claim whose push failed, so that a later release can succeed. */
+static inline void ap_state_unclaim(_Atomic uint32_t *s)
+{
+	atomic_store_explicit(s, AP_FL_LEASED, memory_order_relaxed);
+}
+
+/* from -> to with a load and a plain store: only for a holder's own buffer. */
+static inline bool ap_state_move(_Atomic uint32_t *s, uint32_t from, uint32_t to)
+{
+	if (atomic_load_explicit(s, memory_order_relaxed) != from)
+		return false;
+	atomic_store_explicit(s, to, memory_order_relaxed);
+	return true;
+}
+
+/* leased -> cached, by the releasing thread, into its own cache. */
+static inline bool ap_state_leased_to_cached(_Atomic uint32_t *s)
+{
+	return ap_state_move(s, AP_FL_LEASED, AP_FL_CACHED);
+}
+
+/* cached -> leased, by the thread whose cache holds it. */
+static inline bool ap_state_cached_to_leased(_Atomic uint32_t *s)
+{
+	return ap_state_move(s, AP_FL_CACHED, AP_FL_LEASED);
+}
+
+/* cached -> free and not yet linked: a flush, before the push. */
+static inline bool ap_state_uncache(_Atomic uint32_t *s)
+{
+	return ap_state_move(s, AP_FL_CACHED, AP_FL_END);
+}
+
+static inline bool ap_state_is_leased(_Atomic uint32_t *s)
+{
+	return atomic_load_explicit(s, memory_order_acquire) == AP_FL_LEASED;
+}
+
+#endif /* ASYNCPOOL_BUFFER_STATE_H */

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Helpers of the test programs, compiled once into tests/libtestutil.la
+ * (every test program links it): the slab, region and pool setup, the
+ * environment knobs, descriptor counting, time, shared-memory names.
+ * The helpers that say "or bail out" end the TAP run on failure: they are
+ * for setup, never for what a test asserts.
+ */
+#ifndef ASYNCPOOL_TESTUTIL_H
+#define ASYNCPOOL_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <asyncpool.h>
+
+/* Slab options for count buffers of buffer_size bytes on any NUMA node. */
+void slab_options(struct asyncpool_slab_options *o, size_t buffer_size, uint32_t count);
+
+/* Options of a shared pool of count buffers of buffer_size bytes. */
+void shared_options(struct asyncpool_shared_options *o, size_t buffer_size, uint32_t count);
+
+/* A region of count x buffer_size on a new slab, registered with p for
+ * access (the region holds the slab); 0 or -errno with *out NULL. */
+int new_region(struct asyncpool_proactor *p, size_t buffer_size, uint32_t count,
+	       uint32_t access, struct asyncpool_region **out);
+
+/* new_region(), or bail out. */
+struct asyncpool_region *make_region(struct asyncpool_proactor *p, size_t buffer_size,
+				     uint32_t count, uint32_t access);
+
+/* A pool over a READ region of count x buffer_size registered with p, with
+ * per-thread caches of cache buffers (0: asyncpool_create), or bail out. */
+struct asyncpool *make_pool(struct asyncpool_proactor *p, size_t buffer_size, uint32_t count,
+			    uint32_t cache);
+
+/* A positive decimal number from the environment variable name, def if it
+ * is unset or empty; bail out if it is anything else. */
+unsigned long env_number(const char *name, unsigned long def);
+
+/* The operations per thread of a stress test: ASYNCPOOL_STRESS_ITERATIONS
+ * (the sanitizer builds and `make check-long` set it), or def. */
+long stress_iterations(long def);
+
+/* The number of descriptors this process has open now. */
+int count_fds(void);
+
+/* CLOCK_MONOTONIC in nanoseconds (for diag lines, never for assertions). */
+uint64_t now_ns(void);
+
+/* "/PREFIX PID-TAG": a shared-memory name unique to this run.  PREFIX is
+ * this build's $ASYNCPOOL_TEST_SHM_PREFIX, so that test-shm-leftovers.sh
+ * finds what a test leaves behind. */
+void test_shm_name(char *buf, size_t len, const char *tag);
+
+#endif /* ASYNCPOOL_TESTUTIL_H */
