@@ -313,7 +313,7 @@ int main(void)
 
 	plan(44);
 	ut_ring_init(&ring, 16);
-	if (ut_tcp_pair(&tx, &rx))
+	if (tcp_loopback_pair(&tx, &rx))
 		bail_out("tcp pair");
 	p = proactor();
 	f = features(p);

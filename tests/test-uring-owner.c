@@ -215,7 +215,7 @@ int main(void)
 {
 	plan(12 + 5);
 	devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
-	if (devnull < 0 || ut_tcp_pair(&tx, &rx))
+	if (devnull < 0 || tcp_loopback_pair(&tx, &rx))
 		bail_out("setup");
 	single_issuer();
 	forked();

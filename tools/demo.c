@@ -97,7 +97,7 @@ int cmd_demo(int argc, char **argv)
 		if (rc != DEMO_URING_OK)
 			fprintf(stderr, "asyncpool demo: %s\n", why);
 		puts(rc == DEMO_URING_OK ? "ok" : rc == DEMO_URING_REFUSED ? "SKIPPED" : "FAILED");
-		return rc == DEMO_URING_FAILED ? 1 : 0;
+		return rc == DEMO_URING_FAILED ? TOOL_EXIT_FAILURE : TOOL_EXIT_OK;
 	}
 
 	/* Zero-copy I/O on io_uring where the kernel lets us. */
