@@ -25,7 +25,7 @@ if ! command -v spin > /dev/null 2>&1; then
 fi
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..20"
+echo "1..22"
 t=0
 
 # verify NAME MODEL DEFINES: build pan in its own directory and run it.
@@ -119,11 +119,12 @@ holds st states.pml "" "states, double release by two processes"
 holds st-cache-seq states.pml "-DOWNER_CACHE -DSEQUENTIAL" \
 	"states, a cached buffer released again"
 
-# 15-16: a release into a cache is a plain check: a racing duplicate is
-# not refused (the limit documented in pool_cache.h)
-fails st-cache states.pml -DOWNER_CACHE " !(onlist\[[a-z]*\])" \
-	"states, racing release into a cache" "spin finds the double link"
-# 17-20: release_run_fl (bulk release, uncached) claims by CAS
+# 15-18: a release into a cache claims by CAS: a racing duplicate is
+# refused; with a plain check and store (before issue 14) it is not
+holds st-cache states.pml -DOWNER_CACHE "states, racing release into a cache"
+fails st-cache-plain states.pml "-DOWNER_CACHE -DPLAIN_CACHE_CHECK" " !(onlist\[[a-z]*\])" \
+	"states, racing release into a cache, plain check" "spin finds the double link"
+# 19-22: release_run_fl (bulk release, uncached) claims by CAS
 holds st-bulk states.pml -DOWNER_BULK "states, racing release_run_fl"
 holds st-bulk-seq states.pml "-DOWNER_BULK -DSEQUENTIAL" \
 	"states, release_run_fl then a later release"
