@@ -20,14 +20,13 @@
  *
  * Who may change what, and so which atomic each transition needs:
  * - A release races with other releases of copies of the same lease,
- *   here or in another process: claim_leased is a CAS, so exactly one
- *   release of a lease wins and a second is refused.
- * - leased_to_cached, cached_to_leased and uncache are a load and a
- *   plain store: they run on the fast path of a cache, where a CAS would
- *   double the cost.  The load still refuses every release that is not
- *   concurrent with another (a stale copy), and a cache that finds one
- *   of its buffers in another state (a copy that two threads released at
- *   the same instant went into two caches) drops it and counts a
+ *   here or in another process, into the freelist or into any cache:
+ *   claim_leased and leased_to_cached are a CAS, so exactly one release
+ *   of a lease wins and a second is refused, even at the same instant.
+ * - cached_to_leased and uncache are a load and a plain store: a cached
+ *   buffer is its cache's alone, so nothing races with them.  The load
+ *   is a last defence: a cache that finds one of its buffers in another
+ *   state (memory overwritten by a peer) drops it and counts a
  *   corruption instead of handing it out.
  * - A pop marks what it took only after its CAS on the head succeeded,
  *   so no one else can reach the buffer in between.
@@ -72,10 +71,19 @@ static inline bool ap_state_move(_Atomic uint32_t *s, uint32_t from, uint32_t to
 	return true;
 }
 
-/* leased -> cached, by the releasing thread, into its own cache. */
+/*
+ * leased -> cached, into the releasing thread's own cache: a CAS, as for
+ * the freelist, so that of two releases of copies of a lease racing into
+ * two caches exactly one wins.  Once cached, a buffer is its cache's
+ * alone, and the moves out of the cache need no atomic read-modify-write.
+ */
 static inline bool ap_state_leased_to_cached(_Atomic uint32_t *s)
 {
-	return ap_state_move(s, AP_FL_LEASED, AP_FL_CACHED);
+	uint32_t expected = AP_FL_LEASED;
+
+	return atomic_compare_exchange_strong_explicit(s, &expected, AP_FL_CACHED,
+						       memory_order_relaxed,
+						       memory_order_relaxed);
 }
 
 /* cached -> leased, by the thread whose cache holds it. */
