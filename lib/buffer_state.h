@@ -46,14 +46,20 @@ static inline void ap_state_take(_Atomic uint32_t *s, uint32_t mark)
 	atomic_store_explicit(s, mark, memory_order_relaxed);
 }
 
-/* leased -> free and not yet linked: only one release of a lease wins. */
-static inline bool ap_state_claim_leased(_Atomic uint32_t *s)
+/* leased -> to by CAS: of the releases of copies of a lease, one wins. */
+static inline bool ap_state_claim(_Atomic uint32_t *s, uint32_t to)
 {
 	uint32_t expected = AP_FL_LEASED;
 
-	return atomic_compare_exchange_strong_explicit(s, &expected, AP_FL_END,
+	return atomic_compare_exchange_strong_explicit(s, &expected, to,
 						       memory_order_relaxed,
 						       memory_order_relaxed);
+}
+
+/* leased -> free and not yet linked: only one release of a lease wins. */
+static inline bool ap_state_claim_leased(_Atomic uint32_t *s)
+{
+	return ap_state_claim(s, AP_FL_END);
 }
 
 /* Undo a claim whose push failed, so that a later release can succeed. */
@@ -79,11 +85,7 @@ static inline bool ap_state_move(_Atomic uint32_t *s, uint32_t from, uint32_t to
  */
 static inline bool ap_state_leased_to_cached(_Atomic uint32_t *s)
 {
-	uint32_t expected = AP_FL_LEASED;
-
-	return atomic_compare_exchange_strong_explicit(s, &expected, AP_FL_CACHED,
-						       memory_order_relaxed,
-						       memory_order_relaxed);
+	return ap_state_claim(s, AP_FL_CACHED);
 }
 
 /* cached -> leased, by the thread whose cache holds it. */

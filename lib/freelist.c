@@ -151,20 +151,22 @@ int ap_fl_pop_chain(struct ap_freelist *fl, void *out, size_t stride, uint32_t m
 
 #undef AP_OUT
 
-int ap_fl_push(struct ap_freelist *fl, uint32_t idx)
+/*
+ * Link the chain first..last (linked among themselves) in front of the
+ * head with one CAS.  seq_cst: release for the buffers' contents and
+ * links before the head, and for the load of the wait word after it
+ * (pool_wait.h); on x86 both are the same locked instruction.
+ */
+static inline int push_linked(struct ap_freelist *fl, uint32_t first, uint32_t last)
 {
 	struct ap_pool_head *line = fl->line;
 	uint64_t h = atomic_load_explicit(&line->head, memory_order_relaxed);
 
 	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
-		atomic_store_explicit(&fl->next[idx], AP_HEAD_INDEX(h), memory_order_relaxed);
+		atomic_store_explicit(&fl->next[last], AP_HEAD_INDEX(h), memory_order_relaxed);
 		AP_TEST_POINT();
-		/*
-		 * release: the buffer's contents and link before the head;
-		 * seq_cst, for the load of the wait word after it (pool_wait.h).
-		 */
 		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
-							  AP_HEAD_MAKE(idx, AP_HEAD_TAG(h) + 1),
+							  AP_HEAD_MAKE(first, AP_HEAD_TAG(h) + 1),
 							  memory_order_seq_cst,
 							  memory_order_relaxed)) {
 			ap_wait_wake(line, fl->shared);
@@ -175,35 +177,18 @@ int ap_fl_push(struct ap_freelist *fl, uint32_t idx)
 	return -EUCLEAN;
 }
 
+int ap_fl_push(struct ap_freelist *fl, uint32_t idx)
+{
+	return push_linked(fl, idx, idx);
+}
+
 int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n)
 {
-	struct ap_pool_head *line = fl->line;
-	uint64_t h;
-
 	if (!n)
 		return 0;
 	for (uint32_t j = 0; j + 1 < n; j++)
 		atomic_store_explicit(&fl->next[idx[j]], idx[j + 1], memory_order_relaxed);
-	h = atomic_load_explicit(&line->head, memory_order_relaxed);
-	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
-		atomic_store_explicit(&fl->next[idx[n - 1]], AP_HEAD_INDEX(h),
-				      memory_order_relaxed);
-		AP_TEST_POINT();
-		/*
-		 * release: the buffers' contents and links before the head;
-		 * seq_cst, for the load of the wait word after it (pool_wait.h).
-		 * On x86 both are the same locked instruction.
-		 */
-		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
-							  AP_HEAD_MAKE(idx[0], AP_HEAD_TAG(h) + 1),
-							  memory_order_seq_cst,
-							  memory_order_relaxed)) {
-			ap_wait_wake(line, fl->shared);
-			return 0;
-		}
-	}
-	ap_fl_count_corruption(fl, 1);
-	return -EUCLEAN;
+	return push_linked(fl, idx[0], idx[n - 1]);
 }
 
 int ap_fl_release(struct ap_freelist *fl, uint32_t idx)

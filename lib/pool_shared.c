@@ -19,14 +19,30 @@ AP_EXPORT int asyncpool_shared_storage_size(uint32_t buffer_count, size_t *out)
 	return ap_layout_size(buffer_count, true, out);
 }
 
-static int shared_args(void *mem, struct asyncpool_region *r, struct asyncpool **out)
+/*
+ * The arguments of create (size must hold the layout of r's buffers) and
+ * open (size must hold a header); *need is the layout's size for create.
+ */
+static int shared_args(void *mem, size_t size, struct asyncpool_region *r, bool create,
+		       size_t *need, struct asyncpool **out)
 {
+	int rc;
+
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
 	if (!mem || (uintptr_t)mem % AP_CACHE_LINE)
 		return -EINVAL;
-	return ap_pool_check_region(r);
+	rc = ap_pool_check_region(r);
+	if (rc)
+		return rc;
+	*need = sizeof(struct ap_pool_header);
+	if (create) {
+		rc = ap_layout_size(r->buffer_count, true, need);
+		if (rc)
+			return rc;
+	}
+	return size < *need ? -EINVAL : 0;
 }
 
 static int shared_handle(void *mem, size_t storage_size, struct asyncpool_region *r,
@@ -53,14 +69,9 @@ AP_EXPORT int asyncpool_create_shared(void *mem, size_t size, struct asyncpool_r
 	size_t need;
 	int rc;
 
-	rc = shared_args(mem, r, out);
+	rc = shared_args(mem, size, r, true, &need, out);
 	if (rc)
 		return rc;
-	rc = ap_layout_size(r->buffer_count, true, &need);
-	if (rc)
-		return rc;
-	if (size < need)
-		return -EINVAL;
 	/* Never initialise over a pool that others may be using. */
 	if (atomic_load_explicit(&hdr->magic, memory_order_acquire) == AP_POOL_MAGIC)
 		return -EEXIST;
@@ -79,13 +90,12 @@ AP_EXPORT int asyncpool_open_shared(void *mem, size_t size, struct asyncpool_reg
 	struct ap_pool_header hdr;
 	struct ap_pool_head *line;
 	uint32_t head;
+	size_t need;
 	int rc;
 
-	rc = shared_args(mem, r, out);
+	rc = shared_args(mem, size, r, false, &need, out);
 	if (rc)
 		return rc;
-	if (size < sizeof(hdr))
-		return -EINVAL;
 	rc = ap_header_check(mem, size, true, &hdr);
 	if (rc)
 		return rc;

@@ -65,6 +65,14 @@ static int shm_reserve(int fd, size_t size)
 	return errno == EFBIG ? -EOVERFLOW : -errno;
 }
 
+/* Give a new object its size, with every page reserved. */
+static int shm_resize(int fd, size_t size)
+{
+	if (ftruncate(fd, (off_t)size) < 0)
+		return errno == EFBIG ? -EOVERFLOW : -errno;
+	return shm_reserve(fd, size);
+}
+
 /* A named object that only the caller's effective uid can write. */
 static int shm_check_owner(const struct stat *st)
 {
@@ -162,11 +170,7 @@ static int shm_try_create(size_t size, bool huge, struct asyncpool_shm *out)
 		rc = -EOVERFLOW;
 		goto fail;
 	}
-	if (ftruncate(fd, (off_t)size) < 0) {
-		rc = errno == EFBIG ? -EOVERFLOW : -errno;
-		goto fail;
-	}
-	rc = shm_reserve(fd, size);
+	rc = shm_resize(fd, size);
 	if (rc)
 		goto fail;
 	if (fcntl(fd, F_ADD_SEALS, SHM_SEALS) < 0) {
@@ -262,11 +266,7 @@ AP_EXPORT int asyncpool_shm_create_named(const char *name, size_t size, mode_t m
 	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
 	if (fd < 0)
 		return -errno;
-	if (fchmod(fd, mode) < 0 || ftruncate(fd, (off_t)size) < 0) {
-		rc = errno == EFBIG ? -EOVERFLOW : -errno;
-		goto fail;
-	}
-	rc = shm_reserve(fd, size);
+	rc = fchmod(fd, mode) < 0 ? -errno : shm_resize(fd, size);
 	if (rc)
 		goto fail;
 	rc = shm_mmap(fd, size, out);
