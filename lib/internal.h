@@ -99,6 +99,9 @@ struct proactor_ops {
 	/* Optional (NULL: -EOPNOTSUPP).  out is zeroed, max > 0. */
 	int  (*recv_leases)(struct asyncpool_region *r, const struct io_uring_cqe *cqe,
 			    struct asyncpool_lease *leases, unsigned int max, unsigned int *n);
+	/* Optional (NULL: -EINVAL): wait for a recv ring to hold buffers. */
+	int  (*region_wait)(struct asyncpool_region *r, int64_t timeout_ns);
+	int  (*region_prep_wait)(struct asyncpool_region *r, struct io_uring_sqe *sqe);
 	/* Optional: fill the backend's part of the stats (zeroed, size set). */
 	void (*region_stats)(const struct asyncpool_region *r, struct asyncpool_region_stats *st);
 	void (*proactor_stats)(struct asyncpool_proactor *p, struct asyncpool_proactor_stats *st);

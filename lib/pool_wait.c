@@ -16,26 +16,6 @@
 #include "uring_futex.h"
 #endif
 
-/* now + ns on CLOCK_MONOTONIC, saturated far in the future. */
-static void deadline_after(int64_t ns, struct timespec *d)
-{
-	clock_gettime(CLOCK_MONOTONIC, d);
-	d->tv_sec += ns / 1000000000;
-	d->tv_nsec += ns % 1000000000;
-	if (d->tv_nsec >= 1000000000) {
-		d->tv_sec++;
-		d->tv_nsec -= 1000000000;
-	}
-}
-
-static bool deadline_passed(const struct timespec *d)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec > d->tv_sec || (now.tv_sec == d->tv_sec && now.tv_nsec >= d->tv_nsec);
-}
-
 AP_EXPORT int asyncpool_acquire_wait(struct asyncpool *pool, struct asyncpool_lease *out,
 				     int64_t timeout_ns)
 {
@@ -57,7 +37,7 @@ AP_EXPORT int asyncpool_acquire_wait(struct asyncpool *pool, struct asyncpool_le
 	if (timeout_ns == 0)
 		return -ETIMEDOUT;
 	if (timeout_ns > 0)
-		deadline_after(timeout_ns, &deadline);
+		ap_deadline_after(timeout_ns, &deadline);
 	line = pool->fl.line;
 	/* Releases of this process go to the freelist while we wait. */
 	ap_cache_wait_begin(pool);
@@ -73,7 +53,7 @@ AP_EXPORT int asyncpool_acquire_wait(struct asyncpool *pool, struct asyncpool_le
 			rc = -EINTR;
 			break;
 		}
-		if (timeout_ns > 0 && deadline_passed(&deadline)) {
+		if (timeout_ns > 0 && ap_deadline_passed(&deadline)) {
 			rc = -ETIMEDOUT;
 			break;
 		}
@@ -102,6 +82,29 @@ static void futex_probe(void)
 }
 #endif
 
+int ap_prep_futex_wait(struct io_uring_sqe *sqe, _Atomic uint32_t *word, uint32_t v,
+		       bool shared)
+{
+#ifdef HAVE_LIBURING
+	pthread_once(&futex_probe_once, futex_probe);
+	if (!futex_op_ok)
+		return -EOPNOTSUPP;
+	memset(sqe, 0, sizeof(*sqe));
+	sqe->opcode = AP_IORING_OP_FUTEX_WAIT;
+	sqe->fd = FUTEX2_SIZE_U32 | (shared ? 0 : FUTEX2_PRIVATE);
+	sqe->addr = (uint64_t)(uintptr_t)word;
+	sqe->off = v;           /* addr2: the value */
+	sqe->addr3 = FUTEX_BITSET_MATCH_ANY;
+	return 0;
+#else
+	(void)sqe;
+	(void)word;
+	(void)v;
+	(void)shared;
+	return -EOPNOTSUPP;
+#endif
+}
+
 AP_EXPORT int asyncpool_prep_wait(struct asyncpool *pool, struct io_uring_sqe *sqe)
 {
 #ifdef HAVE_LIBURING
@@ -124,13 +127,7 @@ AP_EXPORT int asyncpool_prep_wait(struct asyncpool *pool, struct io_uring_sqe *s
 	 */
 	if (AP_HEAD_INDEX(atomic_load_explicit(&line->head, memory_order_acquire)) != AP_FL_END)
 		v &= ~AP_WAIT_WAITERS;
-	memset(sqe, 0, sizeof(*sqe));
-	sqe->opcode = AP_IORING_OP_FUTEX_WAIT;
-	sqe->fd = FUTEX2_SIZE_U32 | (pool->fl.shared ? 0 : FUTEX2_PRIVATE);
-	sqe->addr = (uint64_t)(uintptr_t)&line->wait;
-	sqe->off = v;           /* addr2: the value */
-	sqe->addr3 = FUTEX_BITSET_MATCH_ANY;
-	return 0;
+	return ap_prep_futex_wait(sqe, &line->wait, v, pool->fl.shared);
 #else
 	(void)pool;
 	(void)sqe;

@@ -66,12 +66,58 @@ static inline int ap_futex_wait(_Atomic uint32_t *word, uint32_t val,
 	return 0;       /* EAGAIN: the word changed; look again */
 }
 
-/* Announce a waiter: the value to sleep on, bit 0 set. */
-static inline uint32_t ap_wait_announce(struct ap_pool_head *line)
+/* Announce a waiter on a wait word: the value to sleep on, bit 0 set. */
+static inline uint32_t ap_word_announce(_Atomic uint32_t *word)
 {
-	return atomic_fetch_or_explicit(&line->wait, AP_WAIT_WAITERS, memory_order_seq_cst) |
+	return atomic_fetch_or_explicit(word, AP_WAIT_WAITERS, memory_order_seq_cst) |
 	       AP_WAIT_WAITERS;
 }
+
+static inline uint32_t ap_wait_announce(struct ap_pool_head *line)
+{
+	return ap_word_announce(&line->wait);
+}
+
+/* After publishing what waiters wait for: wake them if there are any. */
+static inline void ap_word_wake(_Atomic uint32_t *word, bool shared)
+{
+	uint32_t w = atomic_load_explicit(word, memory_order_seq_cst);
+
+	if (__builtin_expect(w & AP_WAIT_WAITERS, 0)) {
+		(void)atomic_compare_exchange_strong_explicit(word, &w, w + 1,
+							      memory_order_seq_cst,
+							      memory_order_relaxed);
+		ap_futex_wake_all(word, shared);
+	}
+}
+
+/* now + ns on CLOCK_MONOTONIC. */
+static inline void ap_deadline_after(int64_t ns, struct timespec *d)
+{
+	clock_gettime(CLOCK_MONOTONIC, d);
+	d->tv_sec += ns / 1000000000;
+	d->tv_nsec += ns % 1000000000;
+	if (d->tv_nsec >= 1000000000) {
+		d->tv_sec++;
+		d->tv_nsec -= 1000000000;
+	}
+}
+
+static inline bool ap_deadline_passed(const struct timespec *d)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > d->tv_sec || (now.tv_sec == d->tv_sec && now.tv_nsec >= d->tv_nsec);
+}
+
+struct io_uring_sqe;
+/*
+ * pool_wait.c: fill sqe with an IORING_OP_FUTEX_WAIT on word for value v;
+ * -EOPNOTSUPP where the kernel (or the build) lacks it.
+ */
+int ap_prep_futex_wait(struct io_uring_sqe *sqe, _Atomic uint32_t *word, uint32_t v,
+		       bool shared);
 
 /*
  * After a CAS of the head that linked buffers in: wake the waiters if
@@ -79,14 +125,7 @@ static inline uint32_t ap_wait_announce(struct ap_pool_head *line)
  */
 static inline void ap_wait_wake(struct ap_pool_head *line, bool shared)
 {
-	uint32_t w = atomic_load_explicit(&line->wait, memory_order_seq_cst);
-
-	if (__builtin_expect(w & AP_WAIT_WAITERS, 0)) {
-		(void)atomic_compare_exchange_strong_explicit(&line->wait, &w, w + 1,
-							      memory_order_seq_cst,
-							      memory_order_relaxed);
-		ap_futex_wake_all(&line->wait, shared);
-	}
+	ap_word_wake(&line->wait, shared);
 }
 
 #endif /* ASYNCPOOL_POOL_WAIT_H */

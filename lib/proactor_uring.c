@@ -52,6 +52,7 @@ AP_EXPORT int asyncpool_proactor_create_uring(struct io_uring *ring, uint32_t fl
 }
 #else
 #include "uring_compat.h"
+#include "pool_wait.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -476,6 +477,10 @@ struct ur_recv {
 	pthread_mutex_t cqe_lock;
 	uint32_t head;                  /* the kernel's head, as last seen */
 	_Atomic uint64_t refused, bad_releases;
+	/* Completions -ENOBUFS; and the word waiters for buffers sleep on
+	 * (the protocol of pool_wait.h; private: the ring is ours). */
+	_Atomic uint64_t dry;
+	_Atomic uint32_t refill;
 };
 
 static struct ur_proactor *ur_of(struct asyncpool_proactor *p)
@@ -1067,8 +1072,12 @@ static void recv_drain(struct ur_recv *rv, struct asyncpool_region *r)
 			recv_put(rv, r, i, n++);
 			i = atomic_load_explicit(&rv->next[i], memory_order_relaxed);
 		}
-		if (n)
+		if (n) {
 			recv_advance(rv, n);
+			/* The tail before the look at the waiters (pool_wait.h). */
+			atomic_thread_fence(memory_order_seq_cst);
+			ap_word_wake(&rv->refill, false);
+		}
 		atomic_store(&rv->draining, false);
 		/* A release that found us draining left its buffer to us. */
 		if (atomic_load(&rv->pending) == AP_UR_NONE)
@@ -1172,6 +1181,11 @@ static int recv_take(struct asyncpool_region *r, const struct io_uring_cqe *cqe,
 	 * A CQE names only the buffer id, not the group: the caller passes
 	 * the region whose group its SQE named.  What we can check, we do.
 	 */
+	if (rv && cqe->res == -ENOBUFS) {
+		/* The multishot ended: the ring ran dry.  Count it. */
+		atomic_fetch_add_explicit(&rv->dry, 1, memory_order_relaxed);
+		return -ENOBUFS;
+	}
 	if (!rv || !(flags & IORING_CQE_F_BUFFER) || cqe->res < 0)
 		return -EINVAL;
 	bid = flags >> IORING_CQE_BUFFER_SHIFT;
@@ -1268,6 +1282,61 @@ static int uring_recv_leases(struct asyncpool_region *r, const struct io_uring_c
 	return recv_take(r, cqe, leases, max, n, true);
 }
 
+/*
+ * Does the ring hold a buffer for the kernel?  Any buffer the kernel
+ * holds: one in the ring, or one it filled whose completion the caller
+ * has not turned into a lease yet (after -ENOBUFS, which comes after
+ * every completion of the receive, there are none of those).
+ */
+static bool recv_has_buffers(const struct ur_recv *rv)
+{
+	for (uint32_t i = 0; i <= rv->mask; i++)
+		if (atomic_load_explicit(&rv->holds[i], memory_order_relaxed) & AP_UR_KERNEL)
+			return true;
+	return false;
+}
+
+static int uring_region_wait(struct asyncpool_region *r, int64_t timeout_ns)
+{
+	struct ur_recv *rv = ((struct ur_region *)r->backend)->recv;
+	struct timespec deadline;
+	bool interrupted = false;
+
+	if (!rv)
+		return -EINVAL;
+	if (timeout_ns > 0)
+		ap_deadline_after(timeout_ns, &deadline);
+	for (;;) {
+		uint32_t v = ap_word_announce(&rv->refill);
+
+		/* The announcement before the look at the ring (pool_wait.h). */
+		atomic_thread_fence(memory_order_seq_cst);
+		if (recv_has_buffers(rv))
+			return 0;
+		if (interrupted)
+			return -EINTR;
+		if (timeout_ns == 0 || (timeout_ns > 0 && ap_deadline_passed(&deadline)))
+			return -ETIMEDOUT;
+		if (ap_futex_wait(&rv->refill, v, timeout_ns > 0 ? &deadline : NULL, false) == -EINTR)
+			interrupted = true;     /* one more look, then -EINTR */
+	}
+}
+
+static int uring_region_prep_wait(struct asyncpool_region *r, struct io_uring_sqe *sqe)
+{
+	struct ur_recv *rv = ((struct ur_region *)r->backend)->recv;
+	uint32_t v;
+
+	if (!rv)
+		return -EINVAL;
+	v = ap_word_announce(&rv->refill);
+	atomic_thread_fence(memory_order_seq_cst);
+	/* Buffers there already: a value the word cannot hold, -EAGAIN at once. */
+	if (recv_has_buffers(rv))
+		v &= ~AP_WAIT_WAITERS;
+	return ap_prep_futex_wait(sqe, &rv->refill, v, false);
+}
+
 static void uring_region_stats(const struct asyncpool_region *r, struct asyncpool_region_stats *st)
 {
 	struct ur_proactor *u = ur_of(r->proactor);
@@ -1290,6 +1359,8 @@ static void uring_region_stats(const struct asyncpool_region *r, struct asyncpoo
 	}
 	st->refused = atomic_load_explicit(&rv->refused, memory_order_relaxed);
 	st->bad_releases = atomic_load_explicit(&rv->bad_releases, memory_order_relaxed);
+	if (st->size >= offsetof(struct asyncpool_region_stats, dry) + sizeof(st->dry))
+		st->dry = atomic_load_explicit(&rv->dry, memory_order_relaxed);
 	if (rv->checked && !ur_foreign(u)) {
 		struct ap_uring_buf_status bs;
 		uint32_t tail = atomic_load_explicit(&rv->tail, memory_order_acquire);
@@ -1364,6 +1435,8 @@ static const struct proactor_ops uring_ops = {
 	.buffer_group = uring_buffer_group,
 	.recv_lease = uring_recv_lease,
 	.recv_leases = uring_recv_leases,
+	.region_wait = uring_region_wait,
+	.region_prep_wait = uring_region_prep_wait,
 	.region_stats = uring_region_stats,
 	.proactor_stats = uring_proactor_stats,
 	.run_deferred = uring_run_deferred,

@@ -98,6 +98,20 @@ AP_EXPORT int asyncpool_region_recv_leases(struct asyncpool_region *r,
 	return r->proactor->ops->recv_leases(r, cqe, leases, max, n);
 }
 
+AP_EXPORT int asyncpool_region_wait(struct asyncpool_region *r, int64_t timeout_ns)
+{
+	if (!r || !r->proactor->ops->region_wait)
+		return -EINVAL;
+	return r->proactor->ops->region_wait(r, timeout_ns);
+}
+
+AP_EXPORT int asyncpool_region_prep_wait(struct asyncpool_region *r, struct io_uring_sqe *sqe)
+{
+	if (!r || !sqe || !r->proactor->ops->region_prep_wait)
+		return -EINVAL;
+	return r->proactor->ops->region_prep_wait(r, sqe);
+}
+
 AP_EXPORT int asyncpool_region_stats(const struct asyncpool_region *r,
 				     struct asyncpool_region_stats *out)
 {

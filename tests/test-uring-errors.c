@@ -261,8 +261,11 @@ int main(void)
 	fake.flags = IORING_CQE_F_BUFFER | (8u << IORING_CQE_BUFFER_SHIFT);
 	is_int(asyncpool_region_recv_lease(w8, &fake, &l), -EINVAL, "a buffer id out of range");
 	fake.flags = IORING_CQE_F_BUFFER | (1u << IORING_CQE_BUFFER_SHIFT);
-	fake.res = -ENOBUFS;
+	fake.res = -ECONNRESET;
 	is_int(asyncpool_region_recv_lease(w8, &fake, &l), -EINVAL, "a failed completion");
+	fake.res = -ENOBUFS;
+	is_int(asyncpool_region_recv_lease(w8, &fake, &l), -ENOBUFS,
+	       "a completion -ENOBUFS: counted, -ENOBUFS");
 	fake.res = 4097;
 	is_int(asyncpool_region_recv_lease(w8, &fake, &l), -EINVAL, "more bytes than a buffer holds");
 	is_int(asyncpool_region_recv_lease(w8, NULL, &l), -EINVAL, "NULL completion");

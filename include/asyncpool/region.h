@@ -14,6 +14,7 @@ extern "C" {
 #endif
 
 struct io_uring_cqe;            /* from <liburing.h>; not included here */
+struct io_uring_sqe;
 struct asyncpool_region;
 struct asyncpool_slab;
 struct asyncpool_proactor;
@@ -40,6 +41,7 @@ struct asyncpool_region_stats {
 	uint32_t reserved;
 	uint64_t refused;           /* recv: completions refused (forged, replayed) */
 	uint64_t bad_releases;      /* recv: releases of buffers not leased */
+	uint64_t dry;               /* recv: completions -ENOBUFS (the ring ran dry) */
 };
 
 struct asyncpool_region *asyncpool_region_ref(struct asyncpool_region *r);
@@ -62,6 +64,9 @@ int asyncpool_region_recv_leases(struct asyncpool_region *r,
 				 const struct io_uring_cqe *cqe,
 				 struct asyncpool_lease *leases, unsigned int max,
 				 unsigned int *n);
+/* Waiting for a dry recv ring to hold buffers again (LIBASYNCPOOL_1.1). */
+int asyncpool_region_wait(struct asyncpool_region *r, int64_t timeout_ns);
+int asyncpool_region_prep_wait(struct asyncpool_region *r, struct io_uring_sqe *sqe);
 int asyncpool_region_stats(const struct asyncpool_region *r,
 			   struct asyncpool_region_stats *out);
 
