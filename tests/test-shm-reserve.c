@@ -42,10 +42,7 @@ static int shared_pool(const char *name, uint32_t count, size_t bs,
 {
 	struct asyncpool_shared_options o;
 
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = bs;
-	o.buffer_count = count;
+	shared_options(&o, bs, count);
 	o.name = name;
 	return asyncpool_shared_create(&o, sp);
 }

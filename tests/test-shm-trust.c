@@ -41,10 +41,7 @@ static int shared_named(const char *name, uint32_t mode, struct asyncpool_shared
 {
 	struct asyncpool_shared_options o;
 
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BS;
-	o.buffer_count = N;
+	shared_options(&o, BS, N);
 	o.name = name;
 	o.mode = mode;
 	return asyncpool_shared_create(&o, sp);
