@@ -127,10 +127,7 @@ static void test_small_tmpfs(void)
 	}
 	if (pipe2(pfd, O_CLOEXEC))
 		bail_out("pipe");
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
-		bail_out("fork");
+	pid = fork_or_bail();
 	if (pid == 0) {
 		close(pfd[0]);
 		if (unshare(CLONE_NEWNS) ||

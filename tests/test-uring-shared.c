@@ -86,10 +86,7 @@ int main(void)
 	unlink(path);
 	ok(send_four(&ring, asyncpool_shared_pool(sp), fd, 'P', l),
 	   "the parent sends 4 leases as fixed buffers");
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
-		bail_out("fork");
+	pid = fork_or_bail();
 	if (pid == 0)
 		_exit(child(asyncpool_shared_fd(sp), fd));
 	if (waitpid(pid, &status, 0) != pid)
