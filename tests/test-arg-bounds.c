@@ -54,10 +54,7 @@ static int in_child(call_fn fn, void *arg)
 
 	if (pipe(pfd))
 		bail_out("pipe");
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
-		bail_out("fork");
+	pid = fork_or_bail();
 	if (pid == 0) {
 		close(pfd[0]);
 		rc = fn(arg);

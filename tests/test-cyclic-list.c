@@ -40,10 +40,7 @@ static void peer_rewrite(void *base, uint32_t at, uint32_t to)
 {
 	pid_t pid;
 
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
-		bail_out("fork");
+	pid = fork_or_bail();
 	if (pid == 0) {
 		uint32_t *next = (uint32_t *)((char *)base + NEXT_OFFSET);
 

@@ -42,10 +42,7 @@ static int shared_pool(const char *name, uint32_t count, size_t bs,
 {
 	struct asyncpool_shared_options o;
 
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = bs;
-	o.buffer_count = count;
+	shared_options(&o, bs, count);
 	o.name = name;
 	return asyncpool_shared_create(&o, sp);
 }
@@ -130,10 +127,7 @@ static void test_small_tmpfs(void)
 	}
 	if (pipe2(pfd, O_CLOEXEC))
 		bail_out("pipe");
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
-		bail_out("fork");
+	pid = fork_or_bail();
 	if (pid == 0) {
 		close(pfd[0]);
 		if (unshare(CLONE_NEWNS) ||

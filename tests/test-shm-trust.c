@@ -41,10 +41,7 @@ static int shared_named(const char *name, uint32_t mode, struct asyncpool_shared
 {
 	struct asyncpool_shared_options o;
 
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BS;
-	o.buffer_count = N;
+	shared_options(&o, BS, N);
 	o.name = name;
 	o.mode = mode;
 	return asyncpool_shared_create(&o, sp);
@@ -210,6 +207,20 @@ static void test_modes(void)
 	asyncpool_shm_unlink_named(name);
 }
 
+/* One check: a pool the peer opened (or failed to, NULL) gives a lease. */
+static void check_usable_and_close(struct asyncpool_shared *peer)
+{
+	struct asyncpool_lease l;
+
+	if (!peer) {
+		skip(1, "not opened");
+		return;
+	}
+	is_int(asyncpool_acquire(asyncpool_shared_pool(peer), &l), 0, "  and usable");
+	asyncpool_lease_release(&l);
+	asyncpool_shared_close(peer);
+}
+
 /* 2. What each kind of object protects against. */
 static void test_kinds(void)
 {
@@ -274,13 +285,7 @@ static void test_kinds(void)
 	       "shared_open_fd of a named object's fd: EPERM (cannot be sealed)");
 	is_int(asyncpool_shared_open_fd_flags(asyncpool_shared_fd(sp), ASYNCPOOL_SHM_OPEN_UNSEALED,
 					      &peer), 0, "  with UNSEALED: opened");
-	if (peer) {
-		is_int(asyncpool_acquire(asyncpool_shared_pool(peer), &l), 0, "  and usable");
-		asyncpool_lease_release(&l);
-		asyncpool_shared_close(peer);
-	} else {
-		skip(1, "not opened");
-	}
+	check_usable_and_close(peer);
 	asyncpool_shared_close(sp);
 	asyncpool_shm_unlink_named(name);
 }
@@ -326,13 +331,7 @@ static void test_disk_file(void)
 	asyncpool_shm_close(&shm);
 	is_int(asyncpool_shared_open_fd_flags(fd, ASYNCPOOL_SHM_OPEN_UNSEALED, &peer), 0,
 	       "shared_open_fd_flags with UNSEALED: opened");
-	if (peer) {
-		is_int(asyncpool_acquire(asyncpool_shared_pool(peer), &l), 0, "  and usable");
-		asyncpool_lease_release(&l);
-		asyncpool_shared_close(peer);
-	} else {
-		skip(1, "not opened");
-	}
+	check_usable_and_close(peer);
 	close(fd);
 
 	/* An unsealed memfd is the same case. */

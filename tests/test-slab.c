@@ -11,15 +11,13 @@
 
 #include <asyncpool.h>
 #include "tap.h"
+#include "testutil.h"
 
 static struct asyncpool_slab_options opts(size_t bs, uint32_t n, int node, uint32_t flags)
 {
 	struct asyncpool_slab_options o;
 
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = bs;
-	o.buffer_count = n;
+	slab_options(&o, bs, n);
 	o.numa_node = node;
 	o.flags = flags;
 	return o;

@@ -178,10 +178,7 @@ static void forked(void)
 	f = region(ASYNCPOOL_ACCESS_READ);
 	if (asyncpool_create(f, &pool))
 		bail_out("pool");
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
-		bail_out("fork");
+	pid = fork_or_bail();
 	if (pid == 0) {
 		struct asyncpool_region *x;
 		struct asyncpool_slab *slab = asyncpool_region_slab(f);

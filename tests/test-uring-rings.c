@@ -34,19 +34,6 @@ static long vm_pin_kib(void)
 	return v;
 }
 
-static int write_fixed(struct io_uring *ring, int fd, void *buf, unsigned len, off_t off, int idx)
-{
-	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-	struct io_uring_cqe *cqe;
-	int res;
-
-	io_uring_prep_write_fixed(sqe, fd, buf, len, off, idx);
-	cqe = ut_wait(ring);
-	res = cqe->res;
-	io_uring_cqe_seen(ring, cqe);
-	return res;
-}
-
 static void run(const char *mode, bool clone_expected)
 {
 	struct io_uring ra, rb;
@@ -113,7 +100,8 @@ static void run(const char *mode, bool clone_expected)
 			bail_out("acquire");
 		memset(asyncpool_span_ptr(l[i].span), 'a' + i, BS);
 		idx = asyncpool_region_fixed_index(l[i].span.region, l[i].buffer_index);
-		good &= write_fixed(&rb, fd, asyncpool_span_ptr(l[i].span), BS, (off_t)i * BS, idx) == BS;
+		good &= ut_write_fixed(&rb, fd, asyncpool_span_ptr(l[i].span), BS, (off_t)i * BS,
+				       idx) == BS;
 	}
 	ok(good, "%s: WRITE_FIXED through ring B with ring A's leases", mode);
 	for (int i = 0; i < NBUF; i++) {
@@ -130,7 +118,7 @@ static void run(const char *mode, bool clone_expected)
 	/* Ring B lets go; ring A still serves. */
 	asyncpool_region_unref(b);
 	memset(asyncpool_region_base(a), 'z', BS);
-	is_int(write_fixed(&ra, fd, asyncpool_region_base(a), BS, 0,
+	is_int(ut_write_fixed(&ra, fd, asyncpool_region_base(a), BS, 0,
 			   asyncpool_region_fixed_index(a, 0)), BS,
 	       "%s: ring A still writes after ring B let go", mode);
 	asyncpool_region_unref(a);

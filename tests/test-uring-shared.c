@@ -17,19 +17,6 @@
 #define NBUF 8
 #define BS 4096
 
-static int write_fixed(struct io_uring *ring, int fd, void *buf, off_t off, int idx)
-{
-	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-	struct io_uring_cqe *cqe;
-	int res;
-
-	io_uring_prep_write_fixed(sqe, fd, buf, BS, off, idx);
-	cqe = ut_wait(ring);
-	res = cqe->res;
-	io_uring_cqe_seen(ring, cqe);
-	return res;
-}
-
 /* Take 4 leases, mark them with tag and send them into the file. */
 static bool send_four(struct io_uring *ring, struct asyncpool *pool, int fd, char tag,
 		      struct asyncpool_lease *l)
@@ -43,7 +30,7 @@ static bool send_four(struct io_uring *ring, struct asyncpool *pool, int fd, cha
 			return false;
 		idx = asyncpool_region_fixed_index(l[i].span.region, l[i].buffer_index);
 		memset(asyncpool_span_ptr(l[i].span), tag, BS);
-		good &= idx >= 0 && write_fixed(ring, fd, asyncpool_span_ptr(l[i].span),
+		good &= idx >= 0 && ut_write_fixed(ring, fd, asyncpool_span_ptr(l[i].span), BS,
 						(off_t)l[i].buffer_index * BS, idx) == BS;
 	}
 	return good;
@@ -99,10 +86,7 @@ int main(void)
 	unlink(path);
 	ok(send_four(&ring, asyncpool_shared_pool(sp), fd, 'P', l),
 	   "the parent sends 4 leases as fixed buffers");
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
-		bail_out("fork");
+	pid = fork_or_bail();
 	if (pid == 0)
 		_exit(child(asyncpool_shared_fd(sp), fd));
 	if (waitpid(pid, &status, 0) != pid)
@@ -128,7 +112,7 @@ int main(void)
 	       "register the shared slab on a second ring");
 	asyncpool_shared_close(sp);
 	memset(asyncpool_region_base(mine), 'x', BS);   /* SIGSEGV if unmapped */
-	is_int(write_fixed(&rb, fd, asyncpool_region_base(mine), 0,
+	is_int(ut_write_fixed(&rb, fd, asyncpool_region_base(mine), BS, 0,
 			   asyncpool_region_fixed_index(mine, 0)), BS,
 	       "after shared_close the region's buffers are still mapped and fixed");
 	ok(pread(fd, back, BS, 0) == BS && back[0] == 'x' && back[BS - 1] == 'x', "and read back");

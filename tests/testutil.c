@@ -129,3 +129,14 @@ void test_shm_name(char *buf, size_t len, const char *tag)
 	snprintf(buf, len, "/%s%ld-%s", prefix && *prefix ? prefix : "asyncpool-test-",
 		 (long)getpid(), tag);
 }
+
+pid_t fork_or_bail(void)
+{
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		bail_out("fork");
+	return pid;
+}

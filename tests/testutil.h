@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <asyncpool.h>
 
@@ -41,6 +42,10 @@ unsigned long env_number(const char *name, unsigned long def);
 /* The operations per thread of a stress test: ASYNCPOOL_STRESS_ITERATIONS
  * (the sanitizer builds and `make check-long` set it), or def. */
 long stress_iterations(long def);
+
+/* fork() after flushing stdout (so the child repeats no TAP line), or
+ * bail out: 0 in the child, the child's pid in the parent. */
+pid_t fork_or_bail(void);
 
 /* The number of descriptors this process has open now. */
 int count_fds(void);

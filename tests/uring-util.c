@@ -33,3 +33,16 @@ struct io_uring_cqe *ut_wait(struct io_uring *ring)
 		bail_out("io_uring_wait_cqe: %s", strerror(-rc));
 	return cqe;
 }
+
+int ut_write_fixed(struct io_uring *ring, int fd, void *buf, unsigned len, off_t off, int idx)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+	struct io_uring_cqe *cqe;
+	int res;
+
+	io_uring_prep_write_fixed(sqe, fd, buf, len, off, idx);
+	cqe = ut_wait(ring);
+	res = cqe->res;
+	io_uring_cqe_seen(ring, cqe);
+	return res;
+}

@@ -5,6 +5,7 @@
 #define ASYNCPOOL_URING_UTIL_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include <liburing.h>
 
@@ -17,6 +18,10 @@ void ut_ring_init(struct io_uring *ring, unsigned entries);
 
 /* Submit what is queued and wait for one completion; bail out on error. */
 struct io_uring_cqe *ut_wait(struct io_uring *ring);
+
+/* One IORING_OP_WRITE_FIXED of len bytes at buf (in fixed buffer idx) to
+ * fd at off, waited for: its result (bytes written or -errno). */
+int ut_write_fixed(struct io_uring *ring, int fd, void *buf, unsigned len, off_t off, int idx);
 
 /* The byte at position pos of a test stream (inline: it runs per byte). */
 static inline unsigned char ut_pattern(size_t pos)

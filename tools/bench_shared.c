@@ -36,6 +36,45 @@ static void no_destroy(void *ctx)
 	(void)ctx;
 }
 
+int tool_shared_pool(struct tool_shared_pool *t, size_t head, uint32_t count)
+{
+	size_t bufs = ((size_t)count * 64 + 4095) & ~(size_t)4095;
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	t->mem = MAP_FAILED;
+	rc = asyncpool_shared_storage_size(count, &t->layout);
+	if (rc)
+		return rc;
+	t->layout = (t->layout + 4095) & ~(size_t)4095;
+	t->total = head + t->layout + bufs;
+	t->mem = mmap(NULL, t->total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (t->mem == MAP_FAILED)
+		return -ENOMEM;
+	t->layout_mem = t->mem + head;
+	if ((rc = asyncpool_proactor_create_memory(&t->p)) ||
+	    (rc = asyncpool_slab_wrap(t->mem + head + t->layout, 64, count, no_destroy, NULL,
+				      &t->slab)) ||
+	    (rc = asyncpool_proactor_register_slab(t->p, t->slab, ASYNCPOOL_ACCESS_READ, &t->r)) ||
+	    (rc = asyncpool_create_shared(t->layout_mem, t->layout, t->r, &t->pool)))
+		return rc;
+	return 0;
+}
+
+void tool_shared_pool_free(struct tool_shared_pool *t)
+{
+	if (t->pool)
+		asyncpool_destroy(t->pool);
+	if (t->r)
+		asyncpool_region_unref(t->r);
+	if (t->slab)
+		asyncpool_slab_unref(t->slab);
+	if (t->p)
+		asyncpool_proactor_destroy(t->p);
+	if (t->mem != MAP_FAILED)
+		munmap(t->mem, t->total);
+}
+
 static void loop(struct asyncpool *pool, unsigned long ops)
 {
 	for (unsigned long i = 0; i < ops; i++) {
@@ -76,39 +115,21 @@ static bool wait_for(atomic_int *v, int want, struct shared_ctl *ctl, pid_t pid)
 int bench_shared(uint32_t buffers, uint32_t cache, unsigned long ops, unsigned reps,
 		 struct bench_result *out)
 {
-	struct asyncpool_proactor *p = NULL;
-	struct asyncpool_slab *slab = NULL;
-	struct asyncpool_region *r = NULL;
-	struct asyncpool *pool = NULL;
+	struct tool_shared_pool t;
+	struct asyncpool *pool;
 	struct shared_ctl *ctl;
-	size_t layout, bufs = (size_t)buffers * 64, total;
 	uint64_t el[64];
-	char *mem;
 	pid_t pid;
 	int rc, status = 0;
 	bool ok = false;
 
-	rc = asyncpool_shared_storage_size(buffers, &layout);
-	if (rc)
-		return rc;
-	layout = (layout + 4095) & ~(size_t)4095;
-	total = 4096 + layout + bufs;
-	mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (mem == MAP_FAILED)
-		return -ENOMEM;
-	memset(mem, 0, total);
-	ctl = (struct shared_ctl *)mem;
-	rc = asyncpool_proactor_create_memory(&p);
-	if (!rc)
-		rc = asyncpool_slab_wrap(mem + 4096 + layout, 64, buffers, no_destroy, NULL, &slab);
-	if (!rc)
-		rc = asyncpool_proactor_register_slab(p, slab, ASYNCPOOL_ACCESS_READ, &r);
-	if (!rc)
-		rc = asyncpool_create_shared(mem + 4096, layout, r, &pool);
+	rc = tool_shared_pool(&t, 4096, buffers);
 	if (!rc && cache)
-		rc = asyncpool_set_cache(pool, cache);
+		rc = asyncpool_set_cache(t.pool, cache);
 	if (rc)
 		goto out;
+	ctl = (struct shared_ctl *)t.mem;
+	pool = t.pool;
 
 	pid = fork();
 	if (pid < 0) {
@@ -118,7 +139,7 @@ int bench_shared(uint32_t buffers, uint32_t cache, unsigned long ops, unsigned r
 	if (pid == 0) {
 		struct asyncpool *mine;
 
-		if (asyncpool_open_shared(mem + 4096, layout, r, &mine) ||
+		if (asyncpool_open_shared(t.layout_mem, t.layout, t.r, &mine) ||
 		    (cache && asyncpool_set_cache(mine, cache))) {
 			atomic_store(&ctl->failed, 1);
 			_exit(1);
@@ -151,14 +172,6 @@ int bench_shared(uint32_t buffers, uint32_t cache, unsigned long ops, unsigned r
 	}
 	bench_summarize(out, el, reps, ops, 2, 2 * ops);
 out:
-	if (pool)
-		asyncpool_destroy(pool);
-	if (r)
-		asyncpool_region_unref(r);
-	if (slab)
-		asyncpool_slab_unref(slab);
-	if (p)
-		asyncpool_proactor_destroy(p);
-	munmap(mem, total);
+	tool_shared_pool_free(&t);
 	return rc;
 }

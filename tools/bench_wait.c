@@ -36,10 +36,7 @@ struct wake_ctl {
 
 struct wake_side {
 	struct wake_ctl *ctl;
-	void *mem;
-	size_t layout;
-	struct asyncpool_region *r;
-	struct asyncpool *pool;
+	struct tool_shared_pool t;
 	unsigned rounds;
 	pid_t child;            /* the waiting process, or 0 */
 };
@@ -53,11 +50,6 @@ static bool other_ok(struct wake_side *s, unsigned long *spins)
 	if (s->child && ++*spins % (1u << 20) == 0 && waitpid(s->child, NULL, WNOHANG) != 0)
 		return false;
 	return true;
-}
-
-static void no_destroy(void *ctx)
-{
-	(void)ctx;
 }
 
 static void sleep_ns(long ns)
@@ -93,7 +85,7 @@ static void *waiter_thread(void *arg)
 {
 	struct wake_side *s = arg;
 
-	waiter_side(s, s->pool);
+	waiter_side(s, s->t.pool);
 	return NULL;
 }
 
@@ -114,7 +106,7 @@ static bool holder_side(struct wake_side *s, struct asyncpool_lease l)
 		while (atomic_load(&c->back) != i)
 			if (!other_ok(s, &spins))
 				return false;
-		if (asyncpool_acquire(s->pool, &l))
+		if (asyncpool_acquire(s->t.pool, &l))
 			return false;
 		atomic_store(&c->go, i + 1);
 	}
@@ -136,33 +128,18 @@ static int cmp_u64(const void *a, const void *b)
  */
 int bench_wake(bool processes, unsigned rounds, struct bench_result *out)
 {
-	struct asyncpool_proactor *p = NULL;
-	struct asyncpool_slab *slab = NULL;
 	struct wake_side s;
 	struct asyncpool_lease held;
-	size_t ctl_size, total;
-	char *mem;
+	size_t ctl_size;
 	int rc;
 
 	memset(&s, 0, sizeof(s));
 	s.rounds = rounds;
-	rc = asyncpool_shared_storage_size(1, &s.layout);
-	if (rc)
-		return rc;
-	s.layout = (s.layout + 4095) & ~(size_t)4095;
 	ctl_size = (sizeof(struct wake_ctl) + rounds * sizeof(uint64_t) + 4095) & ~(size_t)4095;
-	total = ctl_size + s.layout + 4096;
-	mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (mem == MAP_FAILED)
-		return -ENOMEM;
-	s.ctl = (struct wake_ctl *)mem;
-	s.mem = mem + ctl_size;
-	if ((rc = asyncpool_proactor_create_memory(&p)) ||
-	    (rc = asyncpool_slab_wrap(mem + ctl_size + s.layout, 64, 1, no_destroy, NULL, &slab)) ||
-	    (rc = asyncpool_proactor_register_slab(p, slab, ASYNCPOOL_ACCESS_READ, &s.r)) ||
-	    (rc = asyncpool_create_shared(s.mem, s.layout, s.r, &s.pool)) ||
-	    (rc = asyncpool_acquire(s.pool, &held)))
+	if ((rc = tool_shared_pool(&s.t, ctl_size, 1)) ||
+	    (rc = asyncpool_acquire(s.t.pool, &held)))
 		goto out;
+	s.ctl = (struct wake_ctl *)s.t.mem;
 	if (processes) {
 		pid_t pid = fork();
 		int st = -1;
@@ -174,7 +151,7 @@ int bench_wake(bool processes, unsigned rounds, struct bench_result *out)
 		if (pid == 0) {
 			struct asyncpool *mine;
 
-			if (asyncpool_open_shared(s.mem, s.layout, s.r, &mine))
+			if (asyncpool_open_shared(s.t.layout_mem, s.t.layout, s.t.r, &mine))
 				_exit(2);
 			waiter_side(&s, mine);
 			_exit(asyncpool_destroy(mine) ? 3 : 0);
@@ -209,14 +186,6 @@ int bench_wake(bool processes, unsigned rounds, struct bench_result *out)
 	out->extra_name = "p99_ns";
 	out->extra = out->ns[2];
 out:
-	if (s.pool)
-		asyncpool_destroy(s.pool);
-	if (s.r)
-		asyncpool_region_unref(s.r);
-	if (slab)
-		asyncpool_slab_unref(slab);
-	if (p)
-		asyncpool_proactor_destroy(p);
-	munmap(mem, total);
+	tool_shared_pool_free(&s.t);
 	return rc;
 }

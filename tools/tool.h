@@ -10,6 +10,8 @@
 
 struct asyncpool;
 struct asyncpool_proactor;
+struct asyncpool_region;
+struct asyncpool_slab;
 
 /*
  * The exit status of every subcommand (asyncpool(1), EXIT STATUS):
@@ -51,6 +53,26 @@ static inline uint64_t tool_now_ns(void)
 int tool_memory_pool(struct asyncpool_proactor **p, struct asyncpool **pool,
 		     size_t size, uint32_t count, uint32_t cache, bool populate);
 void tool_memory_pool_free(struct asyncpool_proactor *p, struct asyncpool *pool);
+
+/*
+ * A shared pool of count 64-byte buffers, all in one anonymous MAP_SHARED
+ * mapping (so a forked child sees it): head bytes (a page multiple) for
+ * the caller at mem, then the pool's layout at layout_mem, then the
+ * buffers; with a memory proactor.  0 or -errno; tool_shared_pool_free()
+ * undoes what was done either way.
+ */
+struct tool_shared_pool {
+	char *mem;
+	size_t total;
+	void *layout_mem;
+	size_t layout;
+	struct asyncpool_proactor *p;
+	struct asyncpool_slab *slab;
+	struct asyncpool_region *r;
+	struct asyncpool *pool;
+};
+int tool_shared_pool(struct tool_shared_pool *t, size_t head, uint32_t count);
+void tool_shared_pool_free(struct tool_shared_pool *t);
 
 /* One line of `asyncpool bench`. */
 struct bench_result {
