@@ -16,6 +16,10 @@
 #include <asyncpool.h>
 
 #define AP_EXPORT __attribute__((visibility("default")))
+
+/* An exported accessor: the field of an object, or dflt for NULL. */
+#define AP_ACCESSOR(type, name, object, field, dflt) \
+	AP_EXPORT type name(const object *o) { return o ? o->field : dflt; }
 #define AP_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define AP_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define AP_CACHE_LINE 64

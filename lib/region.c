@@ -24,35 +24,17 @@ AP_EXPORT void asyncpool_region_unref(struct asyncpool_region *r)
 	atomic_fetch_sub_explicit(&p->regions, 1, memory_order_release);
 }
 
-AP_EXPORT struct asyncpool_slab *asyncpool_region_slab(const struct asyncpool_region *r)
-{
-	return r ? r->slab : NULL;
-}
+AP_ACCESSOR(struct asyncpool_slab *, asyncpool_region_slab, struct asyncpool_region, slab, NULL)
 
-AP_EXPORT struct asyncpool_proactor *asyncpool_region_proactor(const struct asyncpool_region *r)
-{
-	return r ? r->proactor : NULL;
-}
+AP_ACCESSOR(struct asyncpool_proactor *, asyncpool_region_proactor, struct asyncpool_region, proactor, NULL)
 
-AP_EXPORT void *asyncpool_region_base(const struct asyncpool_region *r)
-{
-	return r ? r->base : NULL;
-}
+AP_ACCESSOR(void *, asyncpool_region_base, struct asyncpool_region, base, NULL)
 
-AP_EXPORT size_t asyncpool_region_buffer_size(const struct asyncpool_region *r)
-{
-	return r ? r->buffer_size : 0;
-}
+AP_ACCESSOR(size_t, asyncpool_region_buffer_size, struct asyncpool_region, buffer_size, 0)
 
-AP_EXPORT uint32_t asyncpool_region_buffer_count(const struct asyncpool_region *r)
-{
-	return r ? r->buffer_count : 0;
-}
+AP_ACCESSOR(uint32_t, asyncpool_region_buffer_count, struct asyncpool_region, buffer_count, 0)
 
-AP_EXPORT uint32_t asyncpool_region_access(const struct asyncpool_region *r)
-{
-	return r ? r->access : 0;
-}
+AP_ACCESSOR(uint32_t, asyncpool_region_access, struct asyncpool_region, access, 0)
 
 AP_EXPORT int asyncpool_region_fixed_index(const struct asyncpool_region *r,
 					   uint32_t buffer_index)

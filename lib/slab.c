@@ -258,27 +258,12 @@ AP_EXPORT void asyncpool_slab_unref(struct asyncpool_slab *slab)
 	free(slab);
 }
 
-AP_EXPORT void *asyncpool_slab_base(const struct asyncpool_slab *slab)
-{
-	return slab ? slab->base : NULL;
-}
+AP_ACCESSOR(void *, asyncpool_slab_base, struct asyncpool_slab, base, NULL)
 
-AP_EXPORT size_t asyncpool_slab_buffer_size(const struct asyncpool_slab *slab)
-{
-	return slab ? slab->buffer_size : 0;
-}
+AP_ACCESSOR(size_t, asyncpool_slab_buffer_size, struct asyncpool_slab, buffer_size, 0)
 
-AP_EXPORT uint32_t asyncpool_slab_buffer_count(const struct asyncpool_slab *slab)
-{
-	return slab ? slab->buffer_count : 0;
-}
+AP_ACCESSOR(uint32_t, asyncpool_slab_buffer_count, struct asyncpool_slab, buffer_count, 0)
 
-AP_EXPORT size_t asyncpool_slab_length(const struct asyncpool_slab *slab)
-{
-	return slab ? slab->length : 0;
-}
+AP_ACCESSOR(size_t, asyncpool_slab_length, struct asyncpool_slab, length, 0)
 
-AP_EXPORT size_t asyncpool_slab_page_size(const struct asyncpool_slab *slab)
-{
-	return slab ? slab->page_size : 0;
-}
+AP_ACCESSOR(size_t, asyncpool_slab_page_size, struct asyncpool_slab, page_size, 0)
