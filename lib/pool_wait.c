@@ -129,9 +129,8 @@ AP_EXPORT int asyncpool_prep_wait(struct asyncpool *pool, struct io_uring_sqe *s
 		v &= ~AP_WAIT_WAITERS;
 	return ap_prep_futex_wait(sqe, &line->wait, v, pool->fl.shared);
 #else
-	(void)pool;
-	(void)sqe;
-	return -EOPNOTSUPP;
+	/* Bad arguments first, as with liburing: the same errno everywhere. */
+	return !pool || !sqe ? -EINVAL : -EOPNOTSUPP;
 #endif
 }
 
