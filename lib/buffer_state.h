@@ -2,35 +2,37 @@
 /*
  * The state of a buffer, and the only code that changes it.
  *
- * Each buffer has one 32-bit word in next[] (pool_layout.h) that is both
- * its freelist link and its state:
+ * Each buffer has one 64-bit word in state[] (pool_layout.h): its
+ * freelist link, its kind, the holder (attachment slot + 1, or 0) and a
+ * generation that changes on every acquire:
  *
- *   free     an index (the next free buffer) or AP_FL_END: on the list,
- *            or claimed by the one thread about to link it in
- *   leased   AP_FL_LEASED: a user holds a lease on it
- *   cached   AP_FL_CACHED: free, in one thread's cache (pool_cache.c)
+ *   FREE     on the list, or being pushed (holder: the pusher) or
+ *            popped (holder: the last pusher) by one thread
+ *   LEASED   a user holds a lease of this generation
+ *   CACHED   free, in a per-thread cache of the holder's process
  *
- *            pop (freelist.c)             cached_to_leased
- *   free ------------------> leased <----------------------- cached
+ *            pop + take (freelist.c)       cached_to_leased
+ *   FREE ------------------> LEASED <----------------------- CACHED
  *     ^  <------------------   |    ----------------------->   |
  *     |   claim_leased, then   |        leased_to_cached       |
  *     |   a push (freelist.c)  |                               |
  *     +------------------------+-------------------------------+
- *          pop with mark CACHED (refill), uncache then push (flush)
+ *          pop + take CACHED (refill), uncache then push (flush)
  *
  * Who may change what, and so which atomic each transition needs:
- * - A release races with other releases of copies of the same lease,
- *   here or in another process: claim_leased is a CAS, so exactly one
- *   release of a lease wins and a second is refused.
- * - leased_to_cached, cached_to_leased and uncache are a load and a
- *   plain store: they run on the fast path of a cache, where a CAS would
- *   double the cost.  The load still refuses every release that is not
- *   concurrent with another (a stale copy), and a cache that finds one
- *   of its buffers in another state (a copy that two threads released at
- *   the same instant went into two caches) drops it and counts a
- *   corruption instead of handing it out.
- * - A pop marks what it took only after its CAS on the head succeeded,
- *   so no one else can reach the buffer in between.
+ * - A release carries the lease's generation: claim_leased is a CAS on
+ *   the whole word, so exactly one release of a lease wins, and a stale
+ *   copy (an older generation) never does, raced or not.
+ * - A dead holder's LEASED, CACHED and unlinked FREE words are claimed
+ *   by a reclaim (reclaim.c), by CAS.  So every change of a word whose
+ *   holder may be another process is a CAS; a process's own CACHED
+ *   words (and LEASED ones it holds itself) only it or its reclaimer
+ *   (once it is dead) touch, so the cache's fast path keeps a load and
+ *   a plain store.
+ * - take runs after the pop's CAS on the head, from the word the pop
+ *   saw: a reclaim that claimed the buffer (its popper looked dead, or
+ *   the last pusher was) changed that word, and then the pop lets go of
+ *   it and pops again.
  */
 #ifndef ASYNCPOOL_BUFFER_STATE_H
 #define ASYNCPOOL_BUFFER_STATE_H
@@ -41,58 +43,131 @@
 
 #include "pool_layout.h"
 
-/* free (just popped by the caller) -> leased or cached (mark) */
-static inline void ap_state_take(_Atomic uint32_t *s, uint32_t mark)
+typedef _Atomic uint64_t ap_word;
+
+static inline uint64_t ap_state_load(const ap_word *s)
 {
-	atomic_store_explicit(s, mark, memory_order_relaxed);
+	return atomic_load_explicit((ap_word *)s, memory_order_relaxed);
 }
 
-/* leased -> free and not yet linked: only one release of a lease wins. */
-static inline bool ap_state_claim_leased(_Atomic uint32_t *s)
+static inline bool ap_state_cas(ap_word *s, uint64_t *expected, uint64_t to)
 {
-	uint32_t expected = AP_FL_LEASED;
-
-	return atomic_compare_exchange_strong_explicit(s, &expected, AP_FL_END,
-						       memory_order_relaxed,
+	return atomic_compare_exchange_strong_explicit(s, expected, to, memory_order_relaxed,
 						       memory_order_relaxed);
 }
 
-/* Undo a claim whose push failed, so that a later release can succeed. */
-static inline void ap_state_unclaim(_Atomic uint32_t *s)
+/*
+ * FREE (seen by the pop before its head CAS) -> LEASED or CACHED, a new
+ * generation, holder me.  false: a reclaim claimed it first.
+ */
+static inline bool ap_state_take(ap_word *s, uint64_t seen, uint32_t kind, uint32_t me,
+				 uint32_t *gen)
 {
-	atomic_store_explicit(s, AP_FL_LEASED, memory_order_relaxed);
-}
+	uint32_t g = ap_gen_next(AP_W_GEN(seen));
 
-/* from -> to with a load and a plain store: only for a holder's own buffer. */
-static inline bool ap_state_move(_Atomic uint32_t *s, uint32_t from, uint32_t to)
-{
-	if (atomic_load_explicit(s, memory_order_relaxed) != from)
+	if (!ap_state_cas(s, &seen, AP_W_MAKE(kind, me, g, AP_W_LINK(seen))))
 		return false;
-	atomic_store_explicit(s, to, memory_order_relaxed);
+	*gen = g;
 	return true;
 }
 
-/* leased -> cached, by the releasing thread, into its own cache. */
-static inline bool ap_state_leased_to_cached(_Atomic uint32_t *s)
+/* A lease of generation gen (0: any) still holds buffer s. */
+static inline bool ap_state_leased_as(uint64_t w, uint32_t gen)
 {
-	return ap_state_move(s, AP_FL_LEASED, AP_FL_CACHED);
+	return AP_W_KIND(w) == AP_K_LEASED && (!gen || AP_W_GEN(w) == gen);
 }
 
-/* cached -> leased, by the thread whose cache holds it. */
-static inline bool ap_state_cached_to_leased(_Atomic uint32_t *s)
+/*
+ * LEASED (generation gen, or any for 0) -> FREE, holder me, not yet
+ * linked: only one release of a lease wins.  *was gets the word it had,
+ * for ap_state_unclaim().
+ */
+static inline bool ap_state_claim_leased(ap_word *s, uint32_t gen, uint32_t me, uint64_t *was)
 {
-	return ap_state_move(s, AP_FL_CACHED, AP_FL_LEASED);
+	uint64_t w = ap_state_load(s);
+
+	do {
+		if (!ap_state_leased_as(w, gen))
+			return false;
+		*was = w;
+	} while (!ap_state_cas(s, &w, AP_W_MAKE(AP_K_FREE, me, AP_W_GEN(w), AP_FL_END)));
+	return true;
 }
 
-/* cached -> free and not yet linked: a flush, before the push. */
-static inline bool ap_state_uncache(_Atomic uint32_t *s)
+/* Undo a claim whose push failed, so that a later release can succeed. */
+static inline void ap_state_unclaim(ap_word *s, uint64_t was)
 {
-	return ap_state_move(s, AP_FL_CACHED, AP_FL_END);
+	atomic_store_explicit(s, was, memory_order_relaxed);
 }
 
-static inline bool ap_state_is_leased(_Atomic uint32_t *s)
+/* The link of a FREE buffer its pusher owns (before the head CAS). */
+static inline void ap_state_set_link(ap_word *s, uint32_t link)
 {
-	return atomic_load_explicit(s, memory_order_acquire) == AP_FL_LEASED;
+	atomic_store_explicit(s, AP_W_HIGH(ap_state_load(s)) | link, memory_order_relaxed);
+}
+
+/*
+ * LEASED (generation gen, or any) -> CACHED by me, into my own cache.  A
+ * plain store when I hold it; a CAS when another process does (its
+ * reclaimer may claim it).
+ */
+static inline bool ap_state_leased_to_cached(ap_word *s, uint32_t gen, uint32_t me)
+{
+	uint64_t w = ap_state_load(s), to;
+
+	if (!ap_state_leased_as(w, gen))
+		return false;
+	to = AP_W_MAKE(AP_K_CACHED, me, AP_W_GEN(w), AP_W_LINK(w));
+	if (AP_W_HOLDER(w) == me) {
+		atomic_store_explicit(s, to, memory_order_relaxed);
+		return true;
+	}
+	return ap_state_cas(s, &w, to);
+}
+
+/* CACHED by me -> LEASED, a new generation (0: not mine, not cached). */
+static inline uint32_t ap_state_cached_to_leased(ap_word *s, uint32_t me)
+{
+	uint64_t w = ap_state_load(s);
+	uint32_t g;
+
+	if ((uint32_t)(w >> 55) != ((AP_K_CACHED << 7) | me))
+		return 0;
+	g = ap_gen_next(AP_W_GEN(w));
+	atomic_store_explicit(s, AP_W_MAKE(AP_K_LEASED, me, g, AP_W_LINK(w)),
+			      memory_order_relaxed);
+	return g;
+}
+
+/* CACHED by me -> FREE by me, not yet linked: a flush, before the push. */
+static inline bool ap_state_uncache(ap_word *s, uint32_t me)
+{
+	uint64_t w = ap_state_load(s);
+
+	if ((uint32_t)(w >> 55) != ((AP_K_CACHED << 7) | me))
+		return false;
+	atomic_store_explicit(s, AP_W_MAKE(AP_K_FREE, me, AP_W_GEN(w), AP_FL_END),
+			      memory_order_relaxed);
+	return true;
+}
+
+/*
+ * A lease of generation gen (0: any) changes hands: the holder becomes
+ * me, so that the giver's death no longer reclaims it.  *out_gen gets
+ * the generation.
+ */
+static inline bool ap_state_adopt(ap_word *s, uint32_t gen, uint32_t me, uint32_t *out_gen)
+{
+	uint64_t w = atomic_load_explicit(s, memory_order_acquire);
+
+	do {
+		if (!ap_state_leased_as(w, gen))
+			return false;
+		if (AP_W_HOLDER(w) == me)
+			break;
+	} while (!ap_state_cas(s, &w, AP_W_MAKE(AP_K_LEASED, me, AP_W_GEN(w), AP_W_LINK(w))));
+	*out_gen = AP_W_GEN(w);
+	return true;
 }
 
 #endif /* ASYNCPOOL_BUFFER_STATE_H */
