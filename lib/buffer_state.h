@@ -23,12 +23,13 @@
  * - A release carries the lease's generation: claim_leased is a CAS on
  *   the whole word, so exactly one release of a lease wins, and a stale
  *   copy (an older generation) never does, raced or not.
+ * - A release into a cache is a CAS too, so that of two copies of a
+ *   lease released at the same instant into two caches exactly one wins.
  * - A dead holder's LEASED, CACHED and unlinked FREE words are claimed
- *   by a reclaim (reclaim.c), by CAS.  So every change of a word whose
- *   holder may be another process is a CAS; a process's own CACHED
- *   words (and LEASED ones it holds itself) only it or its reclaimer
- *   (once it is dead) touch, so the cache's fast path keeps a load and
- *   a plain store.
+ *   by a reclaim (reclaim.c), by CAS.  A process's own CACHED words only
+ *   it or its reclaimer (once it is dead) touch, so cached_to_leased
+ *   and uncache, on the cache's fast path, keep a load and a plain
+ *   store.
  * - take runs after the pop's CAS on the head, from the word the pop
  *   saw: a reclaim that claimed the buffer (its popper looked dead, or
  *   the last pusher was) changed that word, and then the pop lets go of
@@ -107,22 +108,20 @@ static inline void ap_state_set_link(ap_word *s, uint32_t link)
 }
 
 /*
- * LEASED (generation gen, or any) -> CACHED by me, into my own cache.  A
- * plain store when I hold it; a CAS when another process does (its
- * reclaimer may claim it).
+ * LEASED (generation gen, or any) -> CACHED by me, into the releasing
+ * thread's own cache: a CAS, as for the freelist, so that of two
+ * releases of copies of a lease racing into two caches exactly one wins
+ * (and a dead holder's reclaim cannot claim it at the same time).
  */
 static inline bool ap_state_leased_to_cached(ap_word *s, uint32_t gen, uint32_t me)
 {
-	uint64_t w = ap_state_load(s), to;
+	uint64_t w = ap_state_load(s);
 
-	if (!ap_state_leased_as(w, gen))
-		return false;
-	to = AP_W_MAKE(AP_K_CACHED, me, AP_W_GEN(w), AP_W_LINK(w));
-	if (AP_W_HOLDER(w) == me) {
-		atomic_store_explicit(s, to, memory_order_relaxed);
-		return true;
-	}
-	return ap_state_cas(s, &w, to);
+	do {
+		if (!ap_state_leased_as(w, gen))
+			return false;
+	} while (!ap_state_cas(s, &w, AP_W_MAKE(AP_K_CACHED, me, AP_W_GEN(w), AP_W_LINK(w))));
+	return true;
 }
 
 /* CACHED by me -> LEASED, a new generation (0: not mine, not cached). */

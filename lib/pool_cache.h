@@ -3,8 +3,9 @@
  * Per-thread caches in front of a pool's freelist (pool_cache.c).
  *
  * A cache is an array of free buffer indices owned by one thread, for
- * one pool handle.  Acquire pops from it and release pushes into it with
- * plain loads and stores; only a refill (the cache is empty) or a flush
+ * one pool handle.  Acquire pops from it with plain loads and stores;
+ * release claims the buffer's state by a CAS on a line no other thread
+ * writes, then pushes it; only a refill (the cache is empty) or a flush
  * (it is full) touches the shared head, moving cache_batch buffers with
  * one CAS.  A cached buffer's state is CACHED (buffer_state.h):
  * a release of it is refused like a release of a free buffer, and a

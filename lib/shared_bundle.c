@@ -196,8 +196,8 @@ static int bundle_open(struct asyncpool_shared *sp, struct asyncpool_proactor *p
 	return bundle_build(sp, p, hdr.buffer_count, (size_t)hdr.buffer_size, off, false);
 }
 
-static int bundle_open_common(int fd, const char *name, struct asyncpool_proactor *p,
-			      struct asyncpool_shared **out)
+static int bundle_open_common(int fd, const char *name, uint32_t flags,
+			      struct asyncpool_proactor *p, struct asyncpool_shared **out)
 {
 	struct asyncpool_shared *sp;
 	int rc;
@@ -209,7 +209,8 @@ static int bundle_open_common(int fd, const char *name, struct asyncpool_proacto
 	if (!sp)
 		return -ENOMEM;
 	sp->shm.fd = -1;
-	rc = name ? asyncpool_shm_open_named(name, &sp->shm) : asyncpool_shm_open_fd(fd, &sp->shm);
+	rc = name ? asyncpool_shm_open_named_flags(name, flags, &sp->shm) :
+		    asyncpool_shm_open_fd_flags(fd, flags, &sp->shm);
 	if (rc) {
 		free(sp);
 		return rc;
@@ -223,31 +224,50 @@ static int bundle_open_common(int fd, const char *name, struct asyncpool_proacto
 	return 0;
 }
 
-AP_EXPORT int asyncpool_shared_open_fd(int fd, struct asyncpool_shared **out)
-{
-	return bundle_open_common(fd, NULL, NULL, out);
-}
-
-AP_EXPORT int asyncpool_shared_open_named(const char *name, struct asyncpool_shared **out)
-{
-	return asyncpool_shared_open_named_proactor(name, NULL, out);
-}
-
-AP_EXPORT int asyncpool_shared_open_fd_proactor(int fd, struct asyncpool_proactor *p,
-						struct asyncpool_shared **out)
-{
-	return bundle_open_common(fd, NULL, p, out);
-}
-
-AP_EXPORT int asyncpool_shared_open_named_proactor(const char *name, struct asyncpool_proactor *p,
-						   struct asyncpool_shared **out)
+/* A name, or -EINVAL with *out cleared. */
+static int bundle_open_named(const char *name, uint32_t flags, struct asyncpool_proactor *p,
+			     struct asyncpool_shared **out)
 {
 	if (!name) {
 		if (out)
 			*out = NULL;
 		return -EINVAL;
 	}
-	return bundle_open_common(-1, name, p, out);
+	return bundle_open_common(-1, name, flags, p, out);
+}
+
+AP_EXPORT int asyncpool_shared_open_fd(int fd, struct asyncpool_shared **out)
+{
+	return bundle_open_common(fd, NULL, 0, NULL, out);
+}
+
+AP_EXPORT int asyncpool_shared_open_named(const char *name, struct asyncpool_shared **out)
+{
+	return bundle_open_named(name, 0, NULL, out);
+}
+
+AP_EXPORT int asyncpool_shared_open_fd_flags(int fd, uint32_t flags,
+					     struct asyncpool_shared **out)
+{
+	return bundle_open_common(fd, NULL, flags, NULL, out);
+}
+
+AP_EXPORT int asyncpool_shared_open_named_flags(const char *name, uint32_t flags,
+						struct asyncpool_shared **out)
+{
+	return bundle_open_named(name, flags, NULL, out);
+}
+
+AP_EXPORT int asyncpool_shared_open_fd_proactor(int fd, struct asyncpool_proactor *p,
+						struct asyncpool_shared **out)
+{
+	return bundle_open_common(fd, NULL, 0, p, out);
+}
+
+AP_EXPORT int asyncpool_shared_open_named_proactor(const char *name, struct asyncpool_proactor *p,
+						   struct asyncpool_shared **out)
+{
+	return bundle_open_named(name, 0, p, out);
 }
 
 AP_EXPORT void asyncpool_shared_close(struct asyncpool_shared *sp)

@@ -5,7 +5,11 @@
  * named POSIX shared memory object.
  *
  * A mapping of a file that a peer can shrink is a SIGBUS waiting to
- * happen, so a memfd is only mapped when it carries F_SEAL_SHRINK.
+ * happen, so an fd is only mapped when it carries F_SEAL_SHRINK, and a
+ * name only when no other user can write its object (a peer of the
+ * same uid can still truncate it: names are for peers trusted as
+ * oneself).  Creation reserves every page (fallocate), so that a full
+ * tmpfs says ENOSPC then, not SIGBUS later.
  */
 #include "internal.h"
 
@@ -17,6 +21,10 @@
 #include <unistd.h>
 
 #define SHM_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+/* Seals that forbid a writable shared mapping. */
+#define SHM_WRITE_SEALS (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)
+#define SHM_OPEN_FD_FLAGS ASYNCPOOL_SHM_OPEN_UNSEALED
+#define SHM_OPEN_NAMED_FLAGS ASYNCPOOL_SHM_OPEN_OTHER_WRITERS
 /* The huge page size when the kernel does not tell us. */
 #define SHM_HUGE_DEFAULT (2u << 20)
 
@@ -27,12 +35,6 @@ static void shm_clear(struct asyncpool_shm *shm)
 	shm->fd = -1;
 }
 
-/*
- * Map all of fd, which this function now owns (closed on failure).
- * With check_seals, a file that can carry seals (a memfd, but also any
- * tmpfs file) must carry F_SEAL_SHRINK.  A named object never can: its
- * name and mode say whom it trusts, so open_named does not ask.
- */
 /* Map size bytes of fd shared and fill out; the fd stays open on failure. */
 static int shm_mmap(int fd, size_t size, struct asyncpool_shm *out)
 {
@@ -46,10 +48,59 @@ static int shm_mmap(int fd, size_t size, struct asyncpool_shm *out)
 	return 0;
 }
 
-static int shm_map(int fd, bool check_seals, struct asyncpool_shm *out)
+/*
+ * Allocate every page of the first size bytes of fd now, so that a full
+ * tmpfs (or no memory) fails here instead of with SIGBUS at the first
+ * touch of a page that cannot be had.
+ */
+static int shm_reserve(int fd, size_t size)
+{
+	int rc;
+
+	do
+		rc = fallocate(fd, 0, 0, (off_t)size);
+	while (rc < 0 && errno == EINTR);
+	if (rc == 0)
+		return 0;
+	return errno == EFBIG ? -EOVERFLOW : -errno;
+}
+
+/* A named object that only the caller's effective uid can write. */
+static int shm_check_owner(const struct stat *st)
+{
+	if (st->st_uid != geteuid() || (st->st_mode & (S_IWGRP | S_IWOTH)))
+		return -EPERM;
+	return 0;
+}
+
+/*
+ * The seals of an fd that we map: it must carry F_SEAL_SHRINK (a file
+ * that cannot be sealed, a regular file on disk, does not) unless the
+ * caller accepts an unsealed one, and no write seal (a pool is written).
+ */
+static int shm_check_seals(int fd, uint32_t flags)
+{
+	int seals = fcntl(fd, F_GET_SEALS);
+
+	/* F_GET_SEALS fails with EINVAL on files that cannot be sealed. */
+	if (seals < 0)
+		seals = 0;
+	if (seals & SHM_WRITE_SEALS)
+		return -EACCES;
+	if (!(seals & F_SEAL_SHRINK) && !(flags & ASYNCPOOL_SHM_OPEN_UNSEALED))
+		return -EPERM;
+	return 0;
+}
+
+/*
+ * Map all of fd, which this function now owns (closed on failure).
+ * An fd (named false) must pass shm_check_seals(); a named object,
+ * which can never be sealed, shm_check_owner() instead.
+ */
+static int shm_map(int fd, bool named, uint32_t flags, struct asyncpool_shm *out)
 {
 	struct stat st;
-	int seals, rc;
+	int rc;
 
 	if (fstat(fd, &st) < 0) {
 		rc = -errno;
@@ -63,12 +114,12 @@ static int shm_map(int fd, bool check_seals, struct asyncpool_shm *out)
 		rc = -EOVERFLOW;
 		goto fail;
 	}
-	/* F_GET_SEALS fails with EINVAL on files that cannot be sealed. */
-	seals = check_seals ? fcntl(fd, F_GET_SEALS) : -1;
-	if (seals >= 0 && !(seals & F_SEAL_SHRINK)) {
-		rc = -EPERM;
+	if (named)
+		rc = (flags & ASYNCPOOL_SHM_OPEN_OTHER_WRITERS) ? 0 : shm_check_owner(&st);
+	else
+		rc = shm_check_seals(fd, flags);
+	if (rc)
 		goto fail;
-	}
 	rc = shm_mmap(fd, (size_t)st.st_size, out);
 	if (rc == 0)
 		return 0;
@@ -111,8 +162,15 @@ static int shm_try_create(size_t size, bool huge, struct asyncpool_shm *out)
 		rc = -EOVERFLOW;
 		goto fail;
 	}
-	if (ftruncate(fd, (off_t)size) < 0 || fcntl(fd, F_ADD_SEALS, SHM_SEALS) < 0) {
+	if (ftruncate(fd, (off_t)size) < 0) {
 		rc = errno == EFBIG ? -EOVERFLOW : -errno;
+		goto fail;
+	}
+	rc = shm_reserve(fd, size);
+	if (rc)
+		goto fail;
+	if (fcntl(fd, F_ADD_SEALS, SHM_SEALS) < 0) {
+		rc = -errno;
 		goto fail;
 	}
 	rc = shm_mmap(fd, size, out);
@@ -142,22 +200,32 @@ AP_EXPORT int asyncpool_shm_create(size_t size, uint32_t flags, struct asyncpool
 	return rc == -ENOSPC ? -ENOMEM : rc;
 }
 
-AP_EXPORT int asyncpool_shm_open_fd(int fd, struct asyncpool_shm *out)
+AP_EXPORT int asyncpool_shm_open_fd_flags(int fd, uint32_t flags, struct asyncpool_shm *out)
 {
 	int own;
 
 	if (!out)
 		return -EINVAL;
 	shm_clear(out);
+	if (flags & ~SHM_OPEN_FD_FLAGS)
+		return -EINVAL;
 	if (fd < 0)
 		return -EBADF;
 	own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (own < 0)
 		return -errno;
-	return shm_map(own, true, out);
+	return shm_map(own, false, flags, out);
 }
 
-/* "/name": one leading slash, no other, not empty, at most NAME_MAX. */
+AP_EXPORT int asyncpool_shm_open_fd(int fd, struct asyncpool_shm *out)
+{
+	return asyncpool_shm_open_fd_flags(fd, 0, out);
+}
+
+/*
+ * "/name": one leading slash, no other, not empty, at most NAME_MAX,
+ * and not "/." or "/.." (the directory of the objects, and its parent).
+ */
 static int check_name(const char *name)
 {
 	size_t len;
@@ -166,6 +234,8 @@ static int check_name(const char *name)
 		return -EINVAL;
 	len = strnlen(name + 1, NAME_MAX + 1);
 	if (len == 0 || len > NAME_MAX || memchr(name + 1, '/', len))
+		return -EINVAL;
+	if (!strcmp(name, "/.") || !strcmp(name, "/.."))
 		return -EINVAL;
 	return 0;
 }
@@ -196,6 +266,9 @@ AP_EXPORT int asyncpool_shm_create_named(const char *name, size_t size, mode_t m
 		rc = errno == EFBIG ? -EOVERFLOW : -errno;
 		goto fail;
 	}
+	rc = shm_reserve(fd, size);
+	if (rc)
+		goto fail;
 	rc = shm_mmap(fd, size, out);
 	if (rc == 0)
 		return 0;
@@ -205,20 +278,28 @@ fail:
 	return rc;
 }
 
-AP_EXPORT int asyncpool_shm_open_named(const char *name, struct asyncpool_shm *out)
+AP_EXPORT int asyncpool_shm_open_named_flags(const char *name, uint32_t flags,
+					     struct asyncpool_shm *out)
 {
 	int fd, rc;
 
 	if (!out)
 		return -EINVAL;
 	shm_clear(out);
+	if (flags & ~SHM_OPEN_NAMED_FLAGS)
+		return -EINVAL;
 	rc = check_name(name);
 	if (rc)
 		return rc;
 	fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	return shm_map(fd, false, out);
+	return shm_map(fd, true, flags, out);
+}
+
+AP_EXPORT int asyncpool_shm_open_named(const char *name, struct asyncpool_shm *out)
+{
+	return asyncpool_shm_open_named_flags(name, 0, out);
 }
 
 AP_EXPORT int asyncpool_shm_unlink_named(const char *name)

@@ -5,7 +5,10 @@
 #      buffer leased twice.
 #  tests/model/chains.pml    the chain pop/push of the cache work mixed
 #      with single pops/pushes: 2 processes x 2 rounds on 4 buffers; the
-#      tagless variant must find a buffer popped by two owners.
+#      tagless variant must find a buffer popped by two owners; the
+#      chain pop that returns -ENOBUFS without re-reading the head (the
+#      code before issue 14) must be caught returning it while buffers
+#      are free.
 #  tests/model/states.pml    a shared pool's per-buffer states: a buffer
 #      released by its owner and by a peer process at once, 2 more
 #      processes of traffic, 3 buffers: exactly one release refused, no
@@ -22,7 +25,7 @@ if ! command -v spin > /dev/null 2>&1; then
 fi
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..18"
+echo "1..22"
 t=0
 
 # verify NAME MODEL DEFINES: build pan in its own directory and run it.
@@ -103,17 +106,25 @@ holds chains chains.pml "" "chains, tagged"
 fails chains-tagless chains.pml -DTAGLESS "(holders\[[a-z_]*\[*[0-9]*\]*\]==0)" \
 	"chains, tagless" "spin finds a buffer popped by two owners"
 
-# 9-12: a racing double release through the claim CAS; a copied lease of
+# 9-10: -ENOBUFS only when the pool was empty: a walk that met a buffer
+# claimed by a bulk release (END) must re-read the head (issue 14)
+opt=-O0
+fails chains-nobufs chains.pml -DNOBUFS_NO_RECHECK "low\[_pid\]" \
+	"chains, no head re-read before -ENOBUFS" "spin finds a spurious -ENOBUFS"
+opt=-O1
+
+# 11-14: a racing double release through the claim CAS; a copied lease of
 # a cached buffer released after the owner's release returned
 holds st states.pml "" "states, double release by two processes"
 holds st-cache-seq states.pml "-DOWNER_CACHE -DSEQUENTIAL" \
 	"states, a cached buffer released again"
 
-# 13-14: a release into a cache is a plain check: a racing duplicate is
-# not refused (the limit documented in pool_cache.h)
-fails st-cache states.pml -DOWNER_CACHE " !(onlist\[[a-z]*\])" \
-	"states, racing release into a cache" "spin finds the double link"
-# 15-18: release_run_fl (bulk release, uncached) claims by CAS
+# 15-18: a release into a cache claims by CAS: a racing duplicate is
+# refused; with a plain check and store (before issue 14) it is not
+holds st-cache states.pml -DOWNER_CACHE "states, racing release into a cache"
+fails st-cache-plain states.pml "-DOWNER_CACHE -DPLAIN_CACHE_CHECK" " !(onlist\[[a-z]*\])" \
+	"states, racing release into a cache, plain check" "spin finds the double link"
+# 19-22: release_run_fl (bulk release, uncached) claims by CAS
 holds st-bulk states.pml -DOWNER_BULK "states, racing release_run_fl"
 holds st-bulk-seq states.pml "-DOWNER_BULK -DSEQUENTIAL" \
 	"states, release_run_fl then a later release"

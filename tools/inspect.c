@@ -81,10 +81,15 @@ static int report(const char *what, const unsigned char *mem, size_t size)
 		       size, sizeof(h));
 		return TOOL_EXIT_FAILURE;
 	}
-	/* Print what is there before judging it. */
 	memcpy(&h, mem, sizeof(h));
 	printf("magic:           0x%08" PRIx32 "%s\n", (uint32_t)atomic_load(&h.magic),
 	       atomic_load(&h.magic) == AP_POOL_MAGIC ? " (APOL)" : "");
+	/* Not a pool: the rest of the header would be noise. */
+	if (atomic_load(&h.magic) != AP_POOL_MAGIC) {
+		printf("header:          INVALID: %s\n", err_name(-EPROTO));
+		return 1;
+	}
+	/* A pool: print what is there before judging it. */
 	printf("version:         %" PRIu32 "\n", h.version);
 	printf("header_size:     %" PRIu32 "\n", h.header_size);
 	printf("flags:           0x%" PRIx32 "%s\n", h.flags,

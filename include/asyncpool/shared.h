@@ -3,7 +3,8 @@
  * A shared pool in one object: shared memory holding the pool layout
  * and the buffers, a slab over the buffers, a memory-proactor region
  * and the pool.  One process creates it and passes its fd (or its name)
- * to the others, which open it.
+ * to the others, which open it.  Untrusted peers get the fd of an
+ * anonymous (sealed) one; a name is for peers trusted as yourself.
  */
 #ifndef ASYNCPOOL_SHARED_H
 #define ASYNCPOOL_SHARED_H
@@ -54,6 +55,10 @@ int  asyncpool_shared_open_fd_proactor(int fd, struct asyncpool_proactor *p,
 				       struct asyncpool_shared **out);
 int  asyncpool_shared_open_named_proactor(const char *name, struct asyncpool_proactor *p,
 					  struct asyncpool_shared **out);
+/* flags: ASYNCPOOL_SHM_OPEN_UNSEALED (fd) or _OTHER_WRITERS (named), see shm.h */
+int  asyncpool_shared_open_fd_flags(int fd, uint32_t flags, struct asyncpool_shared **out);
+int  asyncpool_shared_open_named_flags(const char *name, uint32_t flags,
+				       struct asyncpool_shared **out);
 
 struct asyncpool        *asyncpool_shared_pool(const struct asyncpool_shared *sp);
 struct asyncpool_region *asyncpool_shared_region(const struct asyncpool_shared *sp);

@@ -14,8 +14,9 @@
  *         most max links from it, stopping at a value >= N (each load of
  *         next[] one step); if the walk stopped on a mark (not END) the
  *         chain was popped under us: re-read the head, or -EUCLEAN if it
- *         did not move; fewer than min: -ENOBUFS; CAS head {h, t} ->
- *         {node after the chain, t + 1}; then next[] = mark for each.
+ *         did not move; fewer than min: re-read the head, and retry if
+ *         it moved, else -ENOBUFS; CAS head {h, t} -> {node after the
+ *         chain, t + 1}; then next[] = mark for each.
  *   push_chain(idx[], n)       ap_fl_push_chain: link idx[j] -> idx[j+1]
  *         (plain stores: the caller owns them); read the head; loop:
  *         next[idx[n-1]] = head.index, CAS head {h, t} -> {idx[0], t + 1}.
@@ -35,12 +36,24 @@
  * Checked: no buffer is held by two owners (the ghost holders[] is
  * incremented at the CAS that pops a buffer, decremented at the CAS that
  * pushes it), every release finds its buffer LEASED (or CACHED), no
- * spurious -EUCLEAN, and at the end the list walked from the head
- * (bounded by N) is acyclic and holds every free buffer once: free + held
- * == N, held == 0.
+ * spurious -EUCLEAN, no spurious -ENOBUFS, and at the end the list walked
+ * from the head (bounded by N) is acyclic and holds every free buffer
+ * once: free + held == N, held == 0.
+ *
+ * -ENOBUFS must mean the pool was empty: the ghost nfree counts the free
+ * buffers (changed at each CAS of the head), and low[p] records that
+ * nfree was below what process p asked for (want[p]) at some instant of
+ * its current operation; an -ENOBUFS asserts low[p].
+ * -DNOBUFS_NO_RECHECK is the code before issue 14: a walk that ends
+ * short of min returns -ENOBUFS without re-reading the head.  Spin must
+ * find the spurious -ENOBUFS: a walk reads the head a; another process
+ * pops a (and more), then releases them with asyncpool_release_bulk,
+ * whose claim stores END into next[a] before it relinks the chain; the
+ * walk loads next[a] == END, takes it for the end of the list, and
+ * returns -ENOBUFS while other buffers are free.
  *
  * Configuration: N = 4 buffers, NPROC = 2 processes x OPS = 2 rounds
- * (3.3M states, about 5 s): what tests/test-model.sh runs.  Three
+ * (3.8M states, 5 to 10 s): what tests/test-model.sh runs.  Three
  * processes are exhaustive too but too slow for make check on 2 shared
  * cores, so they are run by hand (measured, no error):
  *   spin -a -DNPROC=3 -DOPS=1 -DN=3: 12.8M states, 25-30 s
@@ -81,6 +94,28 @@ byte head_idx = 0;
 byte head_tag = 0;
 byte holders[N];        /* ghost: how many owners hold each buffer */
 byte done = 0;
+byte nfree = N;         /* ghost: buffers on the list */
+byte want[NPROC + 1];   /* ghost: buffers process _pid asks for now */
+bool low[NPROC + 1];    /* ghost: nfree < want[_pid] once during the op */
+
+/* After each change of nfree (inside the CAS's atomic step). */
+#define NOTE_LOW(p) if :: nfree < want[p] -> low[p] = true :: else -> skip fi
+#if NPROC > 2
+#define NOTE_LOW_ALL NOTE_LOW(1); NOTE_LOW(2); NOTE_LOW(3)
+#else
+#define NOTE_LOW_ALL NOTE_LOW(1); NOTE_LOW(2)
+#endif
+
+/* An operation of this process that wants m buffers starts, ends. */
+#define OP_WANTS(m) atomic { want[_pid] = m; low[_pid] = (nfree < m) }
+#define OP_DONE     atomic { want[_pid] = 0; low[_pid] = false }
+
+/* -ENOBUFS: the pool held fewer than asked at some instant. */
+#ifdef TAGLESS
+#define ASSERT_EMPTY skip
+#else
+#define ASSERT_EMPTY assert(low[_pid])
+#endif
 
 /* The head changed since it was read (the CAS fails): re-read it. */
 #define HEAD_SAME (head_idx == h_i && head_tag == h_t)
@@ -90,9 +125,10 @@ byte done = 0;
  */
 inline fl_pop()
 {
+	OP_WANTS(1);
 	atomic { h_i = head_idx; h_t = head_tag };
 	do
-	:: h_i == END -> break                          /* -ENOBUFS */
+	:: h_i == END -> ASSERT_EMPTY; break            /* -ENOBUFS */
 	:: else ->
 		assert(h_i < N);
 		n = next[h_i];
@@ -116,6 +152,7 @@ inline fl_pop()
 					head_idx = n; head_tag = TAG_NEXT(h_t);
 					assert(holders[h_i] == 0);  /* one owner */
 					holders[h_i]++;
+					nfree--; NOTE_LOW_ALL;
 					ok = true
 				:: else -> h_i = head_idx; h_t = head_tag
 				fi
@@ -129,6 +166,7 @@ inline fl_pop()
 			fi
 		fi
 	od;
+	OP_DONE;
 	atomic { h_i = 0; h_t = 0; n = 0 }
 }
 
@@ -149,6 +187,7 @@ inline fl_push(idx)
 		:: HEAD_SAME ->
 			head_idx = idx; head_tag = TAG_NEXT(h_t);
 			holders[idx]--;
+			nfree++;
 			ok = true
 		:: else -> h_i = head_idx; h_t = head_tag
 		fi
@@ -166,6 +205,7 @@ inline fl_push(idx)
  */
 inline fl_pop_chain(min, max, mark)
 {
+	OP_WANTS(min);
 	atomic { h_i = head_idx; h_t = head_tag };
 	do
 	:: d_step { n = h_i; k = 0 };
@@ -194,40 +234,59 @@ inline fl_pop_chain(min, max, mark)
 			fi
 		:: else ->
 			if
-			:: k < min -> k = 0; break              /* -ENOBUFS */
-			:: else -> skip
-			fi;
-			atomic {
-				if
-				:: HEAD_SAME ->
-					head_idx = n; head_tag = TAG_NEXT(h_t);
-					/* one owner for each buffer of the chain */
-					assert(holders[got[0]] == 0);
-					holders[got[0]]++;
+			:: k < min ->
+#ifdef NOBUFS_NO_RECHECK
+				ASSERT_EMPTY; k = 0; break      /* -ENOBUFS */
+#else
+				/* the walk may have met a buffer claimed
+				 * under it (END): empty only if the head
+				 * did not move */
+				atomic {
 					if
-					:: k > 1 ->
-						assert(holders[got[1]] == 0);
-						holders[got[1]]++
+					:: HEAD_SAME -> ASSERT_EMPTY; k = 0; ok = true
+					:: else -> h_i = head_idx; h_t = head_tag
+					fi
+				};
+				if
+				:: ok -> ok = false; break      /* -ENOBUFS */
+				:: else -> skip                 /* retry */
+				fi
+#endif
+			:: else ->
+				atomic {
+					if
+					:: HEAD_SAME ->
+						head_idx = n; head_tag = TAG_NEXT(h_t);
+						/* one owner for each buffer of the chain */
+						assert(holders[got[0]] == 0);
+						holders[got[0]]++;
+						if
+						:: k > 1 ->
+							assert(holders[got[1]] == 0);
+							holders[got[1]]++
+						:: else -> skip
+						fi;
+						nfree = nfree - k; NOTE_LOW_ALL;
+						ok = true
+					:: else -> h_i = head_idx; h_t = head_tag
+					fi
+				};
+				if
+				:: ok ->
+					ok = false;
+					/* the marks, after the CAS, one store each */
+					next[got[0]] = mark;
+					if
+					:: k > 1 -> next[got[1]] = mark
 					:: else -> skip
 					fi;
-					ok = true
-				:: else -> h_i = head_idx; h_t = head_tag
-				fi
-			};
-			if
-			:: ok ->
-				ok = false;
-				/* the marks, after the CAS, one store each */
-				next[got[0]] = mark;
-				if
-				:: k > 1 -> next[got[1]] = mark
+					break
 				:: else -> skip
-				fi;
-				break
-			:: else -> skip
+				fi
 			fi
 		fi
 	od;
+	OP_DONE;
 	atomic { cnt = k; k = 0; n = 0; h_i = 0; h_t = 0 }
 }
 
@@ -252,6 +311,7 @@ inline fl_push_chain()
 			:: cnt > 1 -> holders[got[1]]--
 			:: else -> skip
 			fi;
+			nfree = nfree + cnt;
 			ok = true
 		:: else -> h_i = head_idx; h_t = head_tag
 		fi

@@ -47,9 +47,10 @@
  *                 ap_fl_push_chain.  With -DSEQUENTIAL the peer releases
  *                 after the owner's release returned (a copied lease
  *                 released later, racing only with the flush): must
- *                 hold, the claim CAS refuses the CACHED buffer.  Racing: the plain check cannot refuse
- *                 it (the limit pool_cache.h documents): spin must find
- *                 the double link.
+ *                 hold, the claim CAS refuses the CACHED buffer.  Racing:
+ *                 must hold too, since the release into a cache claims by
+ *                 CAS; with -DPLAIN_CACHE_CHECK (a plain check and store,
+ *                 as before issue 14) spin must find the double link.
  *   -DOWNER_BULK  release_run_fl: a claim CAS (LEASED -> END), as
  *                 ap_fl_push does, then ap_fl_push_chain: a racing
  *                 double release is refused: must hold, racing or
@@ -178,15 +179,24 @@ proctype owner()
 	fl_pop();
 	assert(mine != END);    /* traffic holds at most TRAFFIC < N */
 	sent = mine;
-#if defined(OWNER_CACHE)
-	/* ap_cache_recycle: returns once the buffer is CACHED; the cache
-	 * is flushed (cache_flush_batch) later. */
+#if defined(OWNER_CACHE) && defined(PLAIN_CACHE_CHECK)
+	/* The old ap_cache_recycle: a plain check, then a store. */
 	if
 	:: next[mine] == LEASED ->
 		next[mine] = CACHED;
 		owner_done = true;
 		push_chain1(mine)
 	:: else -> refused++; owner_done = true
+	fi;
+#elif defined(OWNER_CACHE)
+	/* ap_cache_recycle: a claim CAS LEASED -> CACHED
+	 * (ap_state_leased_to_cached); returns once the buffer is cached;
+	 * the cache is flushed (ap_cache_flush_batch) later. */
+	if
+	:: atomic { next[mine] == LEASED -> next[mine] = CACHED };
+		owner_done = true;
+		push_chain1(mine)
+	:: atomic { next[mine] != LEASED -> refused++ }; owner_done = true
 	fi;
 #elif defined(OWNER_BULK)
 	/* release_run_fl: claim CAS LEASED -> END, then ap_fl_push_chain */

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A racing double release into caches must not corrupt the freelist
+ * silently (issue 14, finding 8).  Two threads, each with a cache of the
+ * pool, release copies of one lease at the same instant, then flush
+ * their caches.  Each round must end in one of two ways:
+ *   refused:  the second release was counted in bad_releases, the
+ *             freelist is consistent and all the buffers can be had;
+ *   detected: asyncpool_check() says -EUCLEAN.
+ * In both, draining the pool never hands one buffer out twice.  Before
+ * the fix, both releases passed the plain check of the cached path, the
+ * buffer went into both caches and onto the list twice: a cycle, the
+ * same buffer acquired twice, and no error anywhere.
+ *
+ * The pools are shared layouts in anonymous memory (a shared handle
+ * closes even when the drain could not get every buffer back).
+ * Rounds: ASYNCPOOL_STRESS_ITERATIONS / 25 (default 4000, at least 1000);
+ * on the old code 50 to 270 of 5000 rounds handed a buffer out twice.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <asyncpool.h>
+#include "tap.h"
+#include "testutil.h"
+#include "shared-common.h"
+
+#define CAP 64
+#define CACHE 8
+
+static struct asyncpool_region *region;
+static void *mem;
+static size_t mem_size;
+
+/* One round's hand-over between main and the two workers. */
+static struct asyncpool *_Atomic round_pool;
+static struct asyncpool_lease copies[2];
+static _Atomic unsigned int warm_gen, warmed, done;
+static _Atomic int quit;
+
+static void wait_for(_Atomic unsigned int *v, unsigned int want, bool spin)
+{
+	while (atomic_load(v) != want)
+		if (!spin)
+			sched_yield();
+}
+
+static void *worker(void *arg)
+{
+	int me = (int)(intptr_t)arg;
+	unsigned int gen = 0;
+	uint64_t rng = 0x9e3779b97f4a7c15ull * (uint64_t)(me + 1);
+
+	for (;;) {
+		struct asyncpool_lease l;
+		struct asyncpool *pool;
+
+		gen++;
+		wait_for(&warm_gen, gen, false);
+		if (atomic_load(&quit))
+			return NULL;
+		/* this thread's cache of the new pool, last used */
+		pool = atomic_load(&round_pool);
+		if (asyncpool_acquire(pool, &l) == 0)
+			asyncpool_lease_release(&l);
+		/* Both releases must start at the same instant: meet here
+		 * spinning, then wait a random few cycles, so that over the
+		 * rounds the two loads of the buffer's state line up. */
+		atomic_fetch_add(&warmed, 1);
+		wait_for(&warmed, 2, true);
+		rng ^= rng << 13;
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
+		for (volatile unsigned int d = (unsigned int)(rng % 48); d; d--)
+			;
+		asyncpool_lease_release(&copies[me]);
+		asyncpool_cache_flush(pool);
+		atomic_fetch_add(&done, 1);
+	}
+}
+
+enum outcome { REFUSED, DETECTED, SILENT, DUPLICATE };
+
+/* Note got[from..n) in seen[]; true if one was already there. */
+static bool note(struct asyncpool_lease *got, unsigned int from, unsigned int n, bool *seen)
+{
+	bool dup = false;
+
+	for (unsigned int j = from; j < n; j++) {
+		uint32_t i = got[j].buffer_index;
+
+		if (i >= CAP || seen[i]) {
+			dup = true;
+			got[j].release.fn = NULL;       /* do not release it twice */
+		} else {
+			seen[i] = true;
+		}
+	}
+	return dup;
+}
+
+static enum outcome one_round(unsigned int gen, struct asyncpool_stats *st)
+{
+	struct asyncpool_lease l, got[CAP + CACHE];
+	struct asyncpool *pool;
+	bool seen[CAP] = { false }, dup = false;
+	unsigned int n = 0;
+	size_t avail;
+	int check;
+
+	memset(mem, 0, mem_size);
+	if (asyncpool_create_shared(mem, mem_size, region, &pool) ||
+	    asyncpool_set_cache(pool, CACHE))
+		bail_out("create_shared");
+	if (asyncpool_acquire(pool, &l))
+		bail_out("acquire");
+	copies[0] = l;
+	copies[1] = l;
+	atomic_store(&round_pool, pool);
+	atomic_store(&warmed, 0);
+	atomic_store(&done, 0);
+	atomic_store(&warm_gen, gen);
+	wait_for(&done, 2, false);
+	asyncpool_cache_flush(pool);
+
+	st->size = sizeof(*st);
+	asyncpool_stats(pool, st);
+	check = asyncpool_check(pool);
+	avail = asyncpool_available(pool);
+	/* drain: every buffer at most once; a chain walk of the capacity
+	 * first (it walks a cycle to the end), then one by one */
+	if (asyncpool_acquire_bulk(pool, got, CAP) == 0) {
+		n = CAP;
+		dup = note(got, 0, n, seen);
+	}
+	while (n < CAP + CACHE && asyncpool_acquire(pool, &got[n]) == 0) {
+		dup |= note(got, n, n + 1, seen);
+		n++;
+	}
+	for (unsigned int j = 0; j < n; j++)
+		asyncpool_lease_release(&got[j]);
+	asyncpool_destroy(pool);
+	if (dup)
+		return DUPLICATE;
+	if (check == -EUCLEAN && avail < CAP)
+		return DETECTED;
+	if (st->bad_releases == 1 && check == 0 && avail == CAP && n == CAP)
+		return REFUSED;
+	diag("round %u: bad_releases %llu, check %d, available %zu, %u of %d acquired", gen,
+	     (unsigned long long)st->bad_releases, check, avail, n, CAP);
+	return SILENT;
+}
+
+int main(void)
+{
+	struct asyncpool_slab_options so = {
+		.size = sizeof(so), .buffer_size = 64, .buffer_count = CAP, .numa_node = -1,
+	};
+	struct asyncpool_proactor *p;
+	struct asyncpool_slab *slab;
+	struct asyncpool_stats st;
+	pthread_t t[2];
+	unsigned long rounds = (unsigned long)stress_iterations(100000) / 25;
+	unsigned long count[4] = { 0 };
+
+	if (rounds < 1000)
+		rounds = 1000;
+	if (asyncpool_proactor_create_memory(&p) || asyncpool_slab_create(&so, &slab) ||
+	    asyncpool_proactor_register_slab(p, slab, ASYNCPOOL_ACCESS_READ, &region) ||
+	    asyncpool_shared_storage_size(CAP, &mem_size))
+		bail_out("setup");
+	asyncpool_slab_unref(slab);
+	mem = mmap(NULL, mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED)
+		bail_out("mmap");
+	for (int i = 0; i < 2; i++)
+		if (pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i))
+			bail_out("pthread_create");
+
+	for (unsigned int r = 1; r <= rounds; r++)
+		count[one_round(r, &st)]++;
+
+	atomic_store(&quit, 1);
+	atomic_store(&warm_gen, (unsigned int)rounds + 1);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	diag("%lu rounds: %lu refused, %lu detected, %lu silent, %lu with a buffer handed out twice",
+	     rounds, count[REFUSED], count[DETECTED], count[SILENT], count[DUPLICATE]);
+	is_int(count[DUPLICATE], 0, "no round handed one buffer out twice");
+	is_int(count[SILENT], 0, "no round left the double release unseen "
+	       "(refused, or -EUCLEAN and fewer available than the capacity)");
+	is_int(count[REFUSED] + count[DETECTED], rounds, "every round refused or detected it");
+	munmap(mem, mem_size);
+	asyncpool_region_unref(region);
+	asyncpool_proactor_destroy(p);
+	return done_testing();
+}

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A freelist that a peer made cyclic is not counted as full (issue 14,
+ * finding 9).  A forked peer rewrites state[] of a shared pool (offset
+ * 256 of the layout, asyncpool-shared(7)) into a cycle; then
+ * asyncpool_available() and the available field of asyncpool_stats()
+ * must count the distinct buffers on the list (the ones an acquire can
+ * still get before it meets the corruption), the walk must count a
+ * corruption, and asyncpool_check() must say -EUCLEAN.  Before the fix
+ * the bounded walk of available() stopped at the capacity and reported
+ * it for every cycle.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <asyncpool.h>
+#include "tap.h"
+#include "testutil.h"
+#include "shared-common.h"
+
+#define N 16
+#define NEXT_OFFSET 256
+
+static const struct {
+	const char *what;
+	uint32_t at, to;        /* next[at] = to */
+	uint32_t distinct;      /* buffers on the list */
+} cycles[] = {
+	{ "the head links to itself", 0, 0, 1 },
+	{ "0 -> 1 -> 2 -> 3 -> 1", 3, 1, 4 },
+	{ "the last buffer links to the first (a ring of all)", N - 1, 0, N },
+};
+
+/* The peer: one store into the shared mapping it inherited. */
+static void peer_rewrite(void *base, uint32_t at, uint32_t to)
+{
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		bail_out("fork");
+	if (pid == 0) {
+		/* a FREE state word (layout v2): the link in the low 32 bits */
+		uint64_t *next = (uint64_t *)((char *)base + NEXT_OFFSET);
+
+		__atomic_store_n(&next[at], (uint64_t)to, __ATOMIC_RELAXED);
+		_exit(0);
+	}
+	if (wait_peer(pid) != 0)
+		bail_out("peer");
+}
+
+int main(void)
+{
+	for (size_t c = 0; c < sizeof(cycles) / sizeof(cycles[0]); c++) {
+		struct asyncpool_shared_options o;
+		struct asyncpool_shared *sp;
+		struct asyncpool *pool;
+		struct asyncpool_stats st = { .size = sizeof(st) };
+
+		memset(&o, 0, sizeof(o));
+		o.size = sizeof(o);
+		o.buffer_size = 64;
+		o.buffer_count = N;
+		if (asyncpool_shared_create(&o, &sp))
+			bail_out("shared_create");
+		pool = asyncpool_shared_pool(sp);
+		is_int(asyncpool_available(pool), N, "fresh: %d available", N);
+		peer_rewrite(asyncpool_shared_shm(sp)->base, cycles[c].at, cycles[c].to);
+		is_int(asyncpool_available(pool), cycles[c].distinct,
+		       "%s: available() counts the %u distinct buffers", cycles[c].what,
+		       cycles[c].distinct);
+		is_int(asyncpool_stats(pool, &st), 0, "  stats");
+		is_int(st.available, cycles[c].distinct, "  stats.available the same");
+		ok(st.corruptions > 0, "  the cycle is counted as a corruption (%llu)",
+		   (unsigned long long)st.corruptions);
+		is_int(asyncpool_check(pool), -EUCLEAN, "  check: EUCLEAN");
+		asyncpool_shared_close(sp);
+	}
+	return done_testing();
+}
