@@ -154,7 +154,17 @@ int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *ge
 				break;
 			continue;
 		}
-		step_record(st, i, &w, 1);
+		/*
+		 * A step is recorded only from a word read while i was the
+		 * head (the head held still across the read): a stale head's
+		 * i may be in another thread's push, whose word a reclaim
+		 * after our death must not take (tests/model/crash.pml).
+		 */
+		if (st) {
+			if (head_moved(fl, &h))
+				continue;
+			step_record(st, i, &w, 1);
+		}
 		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
 							  AP_HEAD_MAKE(n, AP_HEAD_TAG(h) + 1),
 							  memory_order_acquire,
@@ -240,8 +250,12 @@ int ap_fl_pop_chain(struct ap_freelist *fl, void *out, void *gens, size_t stride
 			rc = -ENOBUFS;
 			goto out;
 		}
-		if (k)
+		if (st && k) {
+			/* Words read while the head held still (above). */
+			if (head_moved(fl, &h))
+				continue;
 			step_record(st, AP_OUT(out, 0), seen, k);
+		}
 		AP_TEST_POINT();
 		if (!atomic_compare_exchange_weak_explicit(&line->head, &h,
 							   AP_HEAD_MAKE(i, AP_HEAD_TAG(h) + 1),
