@@ -25,6 +25,7 @@
 
 #include "buffer_state.h"
 #include "internal.h"
+#include "pool_wait.h"
 
 #ifdef ASYNCPOOL_TEST_HOOKS
 void (*ap_test_hook_before_cas)(void);
@@ -311,12 +312,18 @@ int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n)
 		ap_state_set_link(&fl->state[idx[n - 1]], AP_HEAD_INDEX(h));
 		AP_TEST_POINT();
 		AP_TEST_AT(AP_TP_PUSH_LINKED);
-		/* release: the buffers' contents and links before the head */
+		/*
+		 * release: the buffers' contents and links before the head;
+		 * seq_cst, for the load of the wait word after it (pool_wait.h).
+		 * On x86 both are the same locked instruction.
+		 */
 		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
 							  AP_HEAD_MAKE(idx[0], AP_HEAD_TAG(h) + 1),
-							  memory_order_release,
-							  memory_order_relaxed))
+							  memory_order_seq_cst,
+							  memory_order_relaxed)) {
+			ap_wait_wake(line, fl->shared);
 			return 0;
+		}
 	}
 	ap_fl_count_corruption(fl, 1);
 	return -EUCLEAN;

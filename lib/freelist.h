@@ -21,7 +21,7 @@ struct ap_freelist {
 	uint32_t                 count;
 	uint32_t                 me;    /* holder: attachment slot + 1, or 0 */
 	struct ap_attach        *att;   /* our attachment (steps), or NULL */
-	bool                     shared;        /* others map it */
+	bool                     shared;        /* others map it: shared futex, reclaim */
 };
 
 /*
@@ -69,7 +69,11 @@ int ap_fl_pop_chain(struct ap_freelist *fl, void *out, void *gens, size_t stride
 int ap_fl_release(struct ap_freelist *fl, uint32_t idx, uint32_t gen);
 /* Link in a buffer the caller has claimed (ap_state_claim_leased()). */
 int ap_fl_push(struct ap_freelist *fl, uint32_t idx);
-/* Link in n claimed buffers as one chain with one CAS. */
+/*
+ * Link in n claimed buffers as one chain with one CAS.  Both pushes wake
+ * the waiters if any (pool_wait.h, one load when there are none): every
+ * path that links buffers in comes through one of them.
+ */
 int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n);
 /* The buffers on the list, bounded and honest about a cycle. */
 uint32_t ap_fl_count(const struct ap_freelist *fl);

@@ -10,6 +10,7 @@
  */
 #include "pool_internal.h"
 #include "pool_cache.h"
+#include "pool_check.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -145,6 +146,7 @@ AP_EXPORT int asyncpool_destroy(struct asyncpool *pool)
 	} else if (!pool->shared && ap_fl_count(&pool->fl) != pool->fl.count) {
 		return -EBUSY;
 	}
+	ap_wait_fd_close(pool);
 	ap_detach(pool);
 	if (pool->owns_storage)
 		munmap(pool->storage, pool->storage_size);
@@ -169,6 +171,9 @@ static __attribute__((noinline)) int acquire_slow(struct asyncpool *pool,
 	if (AP_UNLIKELY(rc == -ENOBUFS) && ap_reclaim(pool, true) > 0)
 		rc = ap_fl_pop(&pool->fl, AP_K_LEASED, &idx, &gen);
 	if (AP_UNLIKELY(rc)) {
+		/* Other processes may hold buffers in their caches. */
+		if (rc == -ENOBUFS && pool->shared)
+			ap_flush_request(pool);
 		memset(out, 0, sizeof(*out));
 		return rc;
 	}
@@ -192,8 +197,14 @@ AP_EXPORT size_t asyncpool_available(const struct asyncpool *pool)
 
 	if (!pool)
 		return 0;
-	/* The freelist, and this process's caches of the pool. */
-	n = (uint64_t)ap_fl_count(&pool->fl) + (pool->cache_size ? ap_cache_count(pool) : 0);
+	/*
+	 * The freelist, and the buffers in per-thread caches of every
+	 * process (by their states, as `asyncpool inspect` counts them): an
+	 * acquire that finds the freelist empty makes those come back.
+	 */
+	n = ap_fl_count(&pool->fl);
+	if (pool->cache_size || pool->shared)
+		n += ap_count_cached(pool->fl.state, pool->fl.count);
 	return n < pool->fl.count ? n : pool->fl.count;
 }
 

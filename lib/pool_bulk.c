@@ -64,7 +64,8 @@ static int pop_leases(struct asyncpool *pool, struct asyncpool_lease *l, unsigne
 /*
  * From the calling thread's cache, refilled with one CAS for what it
  * lacks (or, beyond what a cache or a step holds, the rest straight
- * from the freelist).  All or nothing.
+ * from the freelist).  All or nothing.  Called inside c (ap_cache_enter),
+ * leaves it.
  */
 static int acquire_bulk_cached(struct asyncpool *pool, struct ap_cache *c,
 			       struct asyncpool_lease *leases, unsigned int n)
@@ -108,9 +109,11 @@ static int acquire_bulk_cached(struct asyncpool *pool, struct ap_cache *c,
 		}
 		ap_cache_set_n(c, cn);
 	}
+	ap_cache_leave(c);
 	return 0;
 fail:
 	/* All or nothing: what was taken goes back to the cache. */
+	ap_cache_leave(c);
 	asyncpool_release_bulk(leases, j);
 	memset(leases, 0, (size_t)n * sizeof(*leases));
 	return rc;
@@ -130,8 +133,9 @@ AP_EXPORT int asyncpool_acquire_bulk(struct asyncpool *pool, struct asyncpool_le
 		return 0;
 	if (pool->cache_size)
 		c = ap_cache_of(pool);
-	if (c)
-		return acquire_bulk_cached(pool, c, leases, n);
+	if (c && ap_cache_enter(c))
+		return acquire_bulk_cached(pool, c, leases, n);     /* leaves c */
+	/* No cache, or a flusher has it (pool_cache.h). */
 	return pop_leases(pool, leases, n, pool->release_fn);
 }
 
@@ -205,7 +209,7 @@ static unsigned int release_run_cache(struct asyncpool *pool, struct asyncpool_l
 	uint32_t cn, size, bad = 0;
 	unsigned int j;
 
-	if (!c)
+	if (!c || !ap_cache_enter(c))
 		return release_run_fl(pool, l, n);
 	cn = c->n;
 	size = c->size;
@@ -220,6 +224,7 @@ static unsigned int release_run_cache(struct asyncpool *pool, struct asyncpool_l
 		c->idx[cn++] = l[j].buffer_index;
 	}
 	ap_cache_set_n(c, cn);
+	ap_cache_leave(c);
 	if (bad)
 		ap_fl_count_bad_release(&pool->fl, bad);
 	return j;

@@ -18,7 +18,11 @@
  */
 #include "pool_cache.h"
 
+#include <linux/membarrier.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /*
  * No thread's cache: matches no pool (its pool is NULL) and is empty, so
@@ -215,6 +219,7 @@ static struct ap_cache *cache_get(struct asyncpool *pool, bool create)
 		t->cap = cap;
 	}
 	t->v[t->n++] = c;
+	c->bypass = pool->local_waiters ? 1 : 0;
 	c->pool = pool;
 	c->reg_next = pool->caches;
 	if (pool->caches)
@@ -282,12 +287,15 @@ static __attribute__((noinline)) void cache_recycle_slow(struct asyncpool *pool,
 {
 	struct ap_cache *c = ap_cache_of(pool);
 
-	if (!c) {
-		/* No cache for this thread (out of memory): the freelist. */
+	if (!c || !ap_cache_enter(c)) {
+		/* No cache for this thread (out of memory), or a flusher
+		 * has it: the freelist. */
 		(void)ap_fl_release(&pool->fl, idx, gen);
 		return;
 	}
 	cache_put(pool, c, idx, gen);
+	ap_cache_leave(c);
+	ap_cache_honour_flush(pool);
 }
 
 /*
@@ -300,32 +308,34 @@ void ap_cache_recycle(void *ctx, uint64_t token)
 	struct ap_cache *c = ap_tc_last;
 	uint32_t idx = AP_TOKEN_INDEX(token), gen = AP_TOKEN_GEN(token);
 
-	if (AP_LIKELY(c->pool == pool && idx < pool->fl.count)) {
+	if (AP_LIKELY(c->pool == pool && idx < pool->fl.count && ap_cache_enter(c))) {
 		uint32_t n = c->n;
 
 		if (AP_LIKELY(n != c->size &&
 			      ap_state_leased_to_cached(&pool->fl.state[idx], gen, pool->fl.me))) {
 			c->idx[n] = idx;
 			ap_cache_set_n(c, n + 1);
+			ap_cache_leave(c);
 			return;
 		}
+		ap_cache_leave(c);
 	}
 	cache_recycle_slow(pool, idx, gen);
 }
 
-int ap_cache_acquire_slow(struct asyncpool *pool, struct asyncpool_lease *out)
+/* One try: the calling thread's cache, refilled from the freelist. */
+static int cache_acquire_once(struct asyncpool *pool, struct asyncpool_lease *out)
 {
 	struct ap_cache *c = cache_get(pool, true);
 	uint32_t idx, gen;
 	int rc;
 
-	if (AP_UNLIKELY(!c)) {
-		/* No cache for this thread (out of memory): the freelist. */
+	if (AP_UNLIKELY(!c || !ap_cache_enter(c))) {
+		/* No cache for this thread (out of memory), or a flusher
+		 * has it: the freelist. */
 		rc = ap_fl_pop(&pool->fl, AP_K_LEASED, &idx, &gen);
-		if (rc) {
-			memset(out, 0, sizeof(*out));
+		if (rc)
 			return rc;
-		}
 		ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);
 		return 0;
 	}
@@ -335,7 +345,7 @@ int ap_cache_acquire_slow(struct asyncpool *pool, struct asyncpool_lease *out)
 		if (!n) {
 			rc = cache_refill(c);
 			if (rc) {
-				memset(out, 0, sizeof(*out));
+				ap_cache_leave(c);
 				return rc;
 			}
 			continue;
@@ -343,12 +353,36 @@ int ap_cache_acquire_slow(struct asyncpool *pool, struct asyncpool_lease *out)
 		idx = c->idx[n - 1];
 		ap_cache_set_n(c, n - 1);
 		if (AP_LIKELY((gen = ap_state_cached_to_leased(&pool->fl.state[idx], pool->fl.me)))) {
+			ap_cache_leave(c);
 			ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);
 			return 0;
 		}
 		/* Not cached any more: a copy of it is somewhere else. */
 		ap_fl_count_corruption(&pool->fl, 1);
 	}
+}
+
+/*
+ * The calling thread's cache is empty.  If the freelist is empty too,
+ * the buffers cached by the other threads of this process come back
+ * (and, for a shared pool, the other processes are asked for theirs),
+ * then one more try.
+ */
+int ap_cache_acquire_slow(struct asyncpool *pool, struct asyncpool_lease *out)
+{
+	int rc;
+
+	ap_cache_honour_flush(pool);
+	rc = cache_acquire_once(pool, out);
+	if (rc == -ENOBUFS) {
+		if (pool->shared)
+			ap_flush_request(pool);
+		if (ap_cache_flush_others(pool, false) > 0)
+			rc = cache_acquire_once(pool, out);
+	}
+	if (rc)
+		memset(out, 0, sizeof(*out));
+	return rc;
 }
 
 /* asyncpool_destroy() of a pool with caches; 0 or -EBUSY. */
@@ -428,13 +462,163 @@ AP_EXPORT int asyncpool_cache_flush(struct asyncpool *pool)
 {
 	struct ap_cache *c;
 	uint32_t n;
+	int rc;
 
 	if (!pool)
 		return -EINVAL;
 	if (!pool->cache_size)
 		return 0;
 	c = cache_get(pool, false);
-	if (!c || !(n = ap_cache_n(c)))
+	if (!c || !ap_cache_enter(c))
+		return 0;       /* none, or a flusher is emptying it */
+	n = ap_cache_n(c);
+	rc = n ? cache_flush_top(c, n) : 0;
+	ap_cache_leave(c);
+	return rc;
+}
+
+/* ---- taking other threads' caches (pool_cache.h) ---- */
+
+static pthread_once_t ap_mb_once = PTHREAD_ONCE_INIT;
+static bool ap_mb_ok;
+
+static void mb_register(void)
+{
+	ap_mb_ok = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+static bool mb_available(void)
+{
+	pthread_once(&ap_mb_once, mb_register);
+	return ap_mb_ok;
+}
+
+/*
+ * Raise bypass on the caches of pool that do not have it, then wait
+ * for each owner to be outside.  The lock is held.  false: membarrier(2)
+ * is not available, nothing was changed.
+ */
+static bool bypass_all(struct asyncpool *pool)
+{
+	bool raised = false;
+
+	if (!mb_available())
+		return false;
+	for (struct ap_cache *c = pool->caches; c; c = c->reg_next)
+		if (!__atomic_load_n(&c->bypass, __ATOMIC_RELAXED)) {
+			__atomic_store_n(&c->bypass, 1, __ATOMIC_RELAXED);
+			raised = true;
+		}
+	if (raised && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
+		/* Registered, so it cannot fail; if it did, undo. */
+		for (struct ap_cache *c = pool->caches; c; c = c->reg_next)
+			__atomic_store_n(&c->bypass, pool->local_waiters ? 1 : 0, __ATOMIC_RELEASE);
+		return false;
+	}
+	for (struct ap_cache *c = pool->caches; c; c = c->reg_next)
+		while (__atomic_load_n(&c->busy, __ATOMIC_ACQUIRE))
+			sched_yield();
+	return true;
+}
+
+/* Lower bypass again, unless a thread of this process waits.  The lock is held. */
+static void bypass_end(struct asyncpool *pool)
+{
+	if (pool->local_waiters)
+		return;
+	for (struct ap_cache *c = pool->caches; c; c = c->reg_next)
+		__atomic_store_n(&c->bypass, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * Give every cache of pool in this process back to the freelist, the
+ * calling thread's too (it is not inside its own).  Only when some
+ * cache has buffers, unless force: a membarrier(2) costs every running
+ * thread of the process an interrupt.  The buffers moved, or -EOPNOTSUPP
+ * without membarrier(2).
+ */
+int ap_cache_flush_others(struct asyncpool *pool, bool force)
+{
+	uint64_t moved = 0;
+	bool any = force;
+	int rc = 0;
+
+	if (!pool->cache_size)
 		return 0;
-	return cache_flush_top(c, n);
+	pthread_mutex_lock(&ap_cache_lock);
+	for (struct ap_cache *c = pool->caches; c && !any; c = c->reg_next)
+		any = ap_cache_n(c) != 0;
+	if (any) {
+		if (bypass_all(pool)) {
+			for (struct ap_cache *c = pool->caches; c; c = c->reg_next) {
+				moved += ap_cache_n(c);
+				cache_drain(c);
+			}
+			bypass_end(pool);
+		} else {
+			rc = -EOPNOTSUPP;
+		}
+	}
+	pthread_mutex_unlock(&ap_cache_lock);
+	if (rc)
+		return rc;
+	return moved > INT32_MAX ? INT32_MAX : (int)moved;
+}
+
+/* A thread of this process starts or stops waiting for a buffer of pool. */
+void ap_cache_wait_begin(struct asyncpool *pool)
+{
+	if (!pool->cache_size)
+		return;
+	pthread_mutex_lock(&ap_cache_lock);
+	if (pool->local_waiters++ == 0 && bypass_all(pool))
+		for (struct ap_cache *c = pool->caches; c; c = c->reg_next)
+			cache_drain(c);
+	pthread_mutex_unlock(&ap_cache_lock);
+}
+
+void ap_cache_wait_end(struct asyncpool *pool)
+{
+	if (!pool->cache_size)
+		return;
+	pthread_mutex_lock(&ap_cache_lock);
+	pool->local_waiters--;
+	bypass_end(pool);
+	pthread_mutex_unlock(&ap_cache_lock);
+}
+
+/* Ask the other processes of a shared pool for their cached buffers. */
+void ap_flush_request(struct asyncpool *pool)
+{
+	uint32_t f = atomic_fetch_add_explicit(&pool->fl.line->flush, 1, memory_order_relaxed);
+
+	/* Our own request needs no answer from us: the caller flushes. */
+	atomic_store_explicit(&pool->flush_seen, f + 1, memory_order_relaxed);
+}
+
+/*
+ * Honour a flush request of another process: called on the slow paths
+ * (a refill, a full cache, a wait), never inside a cache.
+ */
+void ap_cache_honour_flush(struct asyncpool *pool)
+{
+	uint32_t f;
+
+	if (!pool->shared)
+		return;
+	f = atomic_load_explicit(&pool->fl.line->flush, memory_order_relaxed);
+	if (AP_LIKELY(f == atomic_load_explicit(&pool->flush_seen, memory_order_relaxed)))
+		return;
+	atomic_store_explicit(&pool->flush_seen, f, memory_order_relaxed);
+	(void)ap_cache_flush_others(pool, false);
+}
+
+AP_EXPORT int asyncpool_cache_flush_all(struct asyncpool *pool)
+{
+	int rc;
+
+	if (!pool)
+		return -EINVAL;
+	rc = ap_cache_flush_others(pool, false);
+	return rc < 0 ? rc : 0;
 }

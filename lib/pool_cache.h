@@ -10,6 +10,27 @@
  * one CAS.  A cached buffer's state is CACHED (buffer_state.h):
  * a release of it is refused like a release of a free buffer, and a
  * cache hands out only buffers whose state says cached.
+ *
+ * Another thread may take a cache's buffers (asyncpool_cache_flush_all,
+ * a waiter, an acquire that finds the freelist empty): an asymmetric
+ * protocol, so that the owner's fast path stays plain loads and stores.
+ *
+ *   owner (ap_cache_enter ... leave)      flusher (pool_cache.c, under the lock)
+ *   busy = 1                              bypass = 1
+ *   compiler barrier                      membarrier(PRIVATE_EXPEDITED)
+ *   bypass? -> busy = 0, use the freelist while (busy) sched_yield()
+ *   ... the cache, as always ...          take the cache's buffers
+ *   busy = 0 (release)                    bypass = 0, or kept while waiting
+ *
+ * membarrier(2) runs a full memory barrier on every running thread of
+ * the process between the flusher's store and its loads, which the
+ * owner's program order then makes a Dekker pair: either the owner sees
+ * bypass, or the flusher sees busy.  An owner that sees bypass leaves
+ * its cache alone and goes to the freelist, so it never waits; a
+ * flusher waits at most for an owner's few instructions (longer only if
+ * the owner is preempted inside them).  While a thread of this process
+ * waits for a buffer, bypass stays set: every release goes to the
+ * freelist, where it wakes the waiter.  Proved in tests/model/wait.pml.
  */
 #ifndef ASYNCPOOL_POOL_CACHE_H
 #define ASYNCPOOL_POOL_CACHE_H
@@ -24,6 +45,8 @@ struct ap_cache {
 	uint32_t          n;            /* cached buffers (read by others: relaxed) */
 	uint32_t          size;
 	uint32_t          batch;
+	uint32_t          busy;         /* the owner is inside (above) */
+	uint32_t          bypass;       /* owners go to the freelist (above) */
 	uint32_t          pad;
 	/* Under ap_cache_lock. */
 	struct ap_cache  *reg_next;     /* the pool's registry */
@@ -47,6 +70,23 @@ static inline void ap_cache_set_n(struct ap_cache *c, uint32_t n)
 	__atomic_store_n(&c->n, n, __ATOMIC_RELAXED);
 }
 
+/* The owner starts using its cache: false if a flusher has it (above). */
+static inline bool ap_cache_enter(struct ap_cache *c)
+{
+	__atomic_store_n(&c->busy, 1, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (AP_UNLIKELY(__atomic_load_n(&c->bypass, __ATOMIC_ACQUIRE))) {
+		__atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+		return false;
+	}
+	return true;
+}
+
+static inline void ap_cache_leave(struct ap_cache *c)
+{
+	__atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+}
+
 /*
  * Lease a buffer from the calling thread's cache of pool, if it has one
  * with a buffer in it: the fast path of asyncpool_acquire().  A buffer
@@ -59,16 +99,22 @@ static inline bool ap_cache_take(struct asyncpool *pool, struct asyncpool_lease 
 	uint32_t n, idx;
 
 	/* pool may be NULL: it then matches ap_cache_none, which is empty. */
-	if (AP_LIKELY(c->pool == pool && (n = c->n) != 0)) {
-		/* In range: the refill or release that cached it checked it. */
-		uint32_t gen;
+	if (AP_LIKELY(c->pool == pool && pool && ap_cache_enter(c))) {
+		/* n only once inside: a flusher may have emptied it. */
+		if (AP_LIKELY((n = c->n) != 0)) {
+			/* In range: the refill or release that cached it checked it. */
+			uint32_t gen;
 
-		idx = c->idx[n - 1];
-		if (AP_LIKELY((gen = ap_state_cached_to_leased(&pool->fl.state[idx], pool->fl.me)))) {
-			ap_cache_set_n(c, n - 1);
-			ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);
-			return true;
+			idx = c->idx[n - 1];
+			if (AP_LIKELY((gen = ap_state_cached_to_leased(&pool->fl.state[idx],
+								       pool->fl.me)))) {
+				ap_cache_set_n(c, n - 1);
+				ap_cache_leave(c);
+				ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);
+				return true;
+			}
 		}
+		ap_cache_leave(c);
 	}
 	return false;
 }

@@ -77,6 +77,21 @@ static inline int ap_header_check(const void *mem, size_t size, bool shared,
 	return 0;
 }
 
+/*
+ * The buffers in per-thread caches, of every process: those whose state
+ * says cached.  asyncpool_available() and `asyncpool inspect` both
+ * count them so, and count them as available (man asyncpool_available).
+ */
+static inline uint32_t ap_count_cached(const _Atomic uint64_t *state, uint32_t count)
+{
+	uint32_t n = 0;
+
+	for (uint32_t j = 0; j < count; j++)
+		n += AP_W_KIND(atomic_load_explicit((_Atomic uint64_t *)&state[j],
+						    memory_order_relaxed)) == AP_K_CACHED;
+	return n;
+}
+
 /* What a walk of the freelist found. */
 struct ap_audit {
 	uint32_t head_index;

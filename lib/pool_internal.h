@@ -36,6 +36,9 @@ struct asyncpool {
 	struct ap_cache         *caches;        /* registry, under ap_cache_lock */
 	struct asyncpool        *cached_next;   /* list of cached pools, same lock */
 	struct asyncpool       **cached_pprev;
+	uint32_t                 local_waiters; /* threads waiting here, same lock */
+	_Atomic uint32_t         flush_seen;    /* the last flush request honoured */
+	struct ap_wait_fd       *wait_fd;       /* asyncpool_wait_fd(), pool_wait.c */
 	/* Crash safety (attach.c, reclaim.c): shared pools with a file. */
 	int                      lock_fd;       /* our own open file description, or -1 */
 	uint32_t                 slot;          /* our attachment, if lock_fd >= 0 */
@@ -71,6 +74,14 @@ int  ap_cache_acquire_slow(struct asyncpool *pool, struct asyncpool_lease *out);
 int  ap_cache_destroy(struct asyncpool *pool);
 uint32_t ap_cache_count(const struct asyncpool *pool);
 int  ap_pool_cache_init(struct asyncpool *pool, uint32_t cache_size);
+int  ap_cache_flush_others(struct asyncpool *pool, bool force);
+void ap_cache_wait_begin(struct asyncpool *pool);
+void ap_cache_wait_end(struct asyncpool *pool);
+void ap_flush_request(struct asyncpool *pool);
+void ap_cache_honour_flush(struct asyncpool *pool);
+
+/* pool_wait.c */
+void ap_wait_fd_close(struct asyncpool *pool);
 
 /* attach.c: attachments and their liveness (OFD locks) */
 int  ap_attach(struct asyncpool *pool, int fd);

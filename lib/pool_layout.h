@@ -6,7 +6,7 @@
  * man/man7/asyncpool-shared.7 documents it for other implementations.
  *
  *   0    header            (2 cache lines; magic published last)
- *   128  head line         head word, alone on its cache line
+ *   128  head line         head word, the wait and flush words
  *   192  counters line     statistics
  *   256  state[]           uint64 per buffer: link, kind, holder, generation
  *   ...  attach[]          AP_ATTACH_SLOTS x AP_ATTACH_SIZE bytes  shared only
@@ -92,10 +92,20 @@ struct ap_pool_header {
 
 #define AP_POOL_F_SHARED 1u
 
+/*
+ * The head line.  Beside the head word, the two words of waiting
+ * (pool_wait.h): a release that just CASed the head pays one load on a
+ * line it already owns.  Layouts made before they existed have zeros
+ * there, which means "nobody waits, no flush asked".
+ */
 struct ap_pool_head {
 	_Atomic uint64_t head;
-	uint64_t pad[7];
+	_Atomic uint32_t wait;          /* futex word: bit 0 someone waits, 1-31 a sequence */
+	_Atomic uint32_t flush;         /* flush requests of cached buffers, a generation */
+	uint64_t pad[6];                /* zero */
 };
+
+#define AP_WAIT_WAITERS 1u
 
 struct ap_pool_counters {
 	_Atomic uint64_t bad_releases;

@@ -14,6 +14,13 @@
 #      processes of traffic, 3 buffers: exactly one release refused, no
 #      buffer linked twice.  Racing with a release by plain check
 #      (a thread cache's, release_run_fl's) spin finds the double link.
+#  tests/model/wait.pml      the wait word (lib/pool_wait.h): a thread
+#      waiter, a waiter in another process and one that times out (or a
+#      ring waiter), 3 releases: no waiter left asleep; a releaser that
+#      reads the word before linking in loses a wake-up.
+#  tests/model/bypass.pml    taking another thread's cache (pool_cache.h):
+#      no buffer owned twice; a flusher that does not wait for busy
+#      takes a buffer the owner is taking.
 # Every search is exhaustive (-DSAFETY; -DCOLLAPSE is lossless state
 # compression, not a partial search).
 set -u
@@ -25,7 +32,7 @@ if ! command -v spin > /dev/null 2>&1; then
 fi
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..30"
+echo "1..40"
 t=0
 
 # verify NAME MODEL DEFINES: build pan in its own directory and run it.
@@ -129,7 +136,37 @@ holds st-bulk states.pml -DOWNER_BULK "states, racing release_run_fl"
 holds st-bulk-seq states.pml "-DOWNER_BULK -DSEQUENTIAL" \
 	"states, release_run_fl then a later release"
 
-# 23-30: crash safety (issue 11): processes killed at every step, a
+# deadlocks NAME MODEL DEFINES LABEL WHAT: spin finds an invalid end
+# state (a process blocked for ever: a waiter asleep, not woken).
+deadlocks() {
+	if verify "$1" "$2" "$3"; then
+		ok "$4: spin -a and cc build the verifier"
+		out="$tmp/$1/pan.out"
+		if grep -q "invalid end state" "$out" && grep -q "errors: 1" "$out"; then
+			ok "$4: $5 ($(states "$out") states to the counterexample)"
+		else
+			not_ok "$4: $5"
+			sed 's/^/# /' "$out"
+		fi
+	else
+		not_ok "$4: spin -a and cc build the verifier"
+		not_ok "$4: $5 # no verifier"
+	fi
+}
+
+# 23-28: waiting for a buffer: no lost wake-up
+opt=-O1
+holds wait wait.pml "" "wait, thread + process + timed-out waiter"
+holds wait-ring wait.pml -DRING "wait, thread + process + ring waiter"
+opt=-O0
+deadlocks wait-first wait.pml -DCHECK_FIRST "wait, word read before the link" \
+	"spin finds a waiter asleep with a buffer free"
+# 29-32: a flusher takes another thread's cache
+holds bypass bypass.pml "" "bypass, owner fast path against a flusher"
+fails bypass-nowait bypass.pml -DNOWAIT "(where\[b\]==[0-9])" \
+	"bypass, flusher not waiting for busy" "spin finds a buffer taken twice"
+
+# 33-40: crash safety (issue 11): processes killed at every step, a
 # reclaimer concurrent with the survivors and one at the end; no buffer
 # lost or owned twice.  Exhaustive here with 2 processes x 2 operations
 # (PROCS=3: 34M states, no error, about 4 minutes: run by hand).  Without

@@ -173,6 +173,7 @@ struct bench_case {
 #define BENCH_NO_POOL 2u        /* a baseline: no pool at all */
 #define BENCH_PER_LEASE 4u      /* one op per lease handed over, not per thread */
 #define BENCH_PROCESSES 8u      /* a shared pool in two processes (bench_shared.c) */
+#define BENCH_WAKE 16u          /* wake-up latency of a waiter (bench_wait.c) */
 
 static volatile uint64_t sink;
 
@@ -280,6 +281,10 @@ static const struct bench_case cases[] = {
 	  NULL, 2, BENCH_PROCESSES },
 	{ "shared-2proc-cached", "the same, with per-thread caches",
 	  NULL, 2, BENCH_PROCESSES | BENCH_CACHED },
+	{ "wake-threads", "a release wakes a thread in asyncpool_acquire_wait",
+	  NULL, 2, BENCH_WAKE },
+	{ "wake-2proc", "a release wakes a process in asyncpool_acquire_wait",
+	  NULL, 2, BENCH_WAKE | BENCH_PROCESSES },
 	{ "mutex-baseline", "a stack of indices under one pthread mutex",
 	  body_mutex, 1, BENCH_NO_POOL },
 	{ "mutex-baseline-threads", "the same, on every thread", body_mutex, 0, BENCH_NO_POOL },
@@ -374,7 +379,9 @@ static void print_table(const struct bench_result *res, size_t n, unsigned reps)
 		printf("%-22s %7u %10.2f %10.2f %10.2f %12.2f\n", res[i].name, res[i].threads,
 		       res[i].ns[0], res[i].ns[1], res[i].ns[2], res[i].mops[0]);
 	printf("(medians of %u repetitions; one op is an acquire+release pair;\n"
-	       " bulk32: per buffer; handoff: per lease, acquired by one thread, released by the other)\n",
+	       " bulk32: per buffer; handoff: per lease, acquired by one thread, released by the other;\n"
+	       " wake-*: ns from a release to the return of the waiter's asyncpool_acquire_wait(),\n"
+	       " 2000 wake-ups: ns/op the median, min the minimum, max the 99th percentile)\n",
 	       reps);
 }
 
@@ -588,6 +595,15 @@ static size_t run_cases(struct run *r, struct asyncpool *const pools[2], uint32_
 
 		memset(&res[n], 0, sizeof(res[n]));
 		res[n].name = c->name;
+		if (c->flags & BENCH_WAKE) {
+			int rc = bench_wake(c->flags & BENCH_PROCESSES, 2000, &res[n]);
+
+			if (rc)
+				fprintf(stderr, "asyncpool bench: %s: %s\n", c->name, strerror(-rc));
+			else
+				n++;
+			continue;
+		}
 		if (c->flags & BENCH_PROCESSES) {
 			int rc = bench_shared(buffers, cached ? BENCH_CACHE : 0, r->ops, reps, &res[n]);
 

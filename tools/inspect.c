@@ -136,10 +136,20 @@ static int report(const char *what, const unsigned char *mem, size_t size)
 	free(seen);
 	printf("head:            index %" PRIu32 "%s, tag %" PRIu32 "\n", a.head_index,
 	       a.head_index == AP_FL_END ? " (empty)" : "", a.head_tag);
+	{
+		const struct ap_pool_head *hl = (const void *)(mem + AP_OFF_HEAD);
+		uint32_t w = atomic_load_explicit((_Atomic uint32_t *)&hl->wait, memory_order_relaxed);
+
+		printf("waiters:         %s (wait word 0x%08" PRIx32 ")\n",
+		       w & AP_WAIT_WAITERS ? "announced" : "none", w);
+		printf("flush requests:  %" PRIu32 "\n",
+		       atomic_load_explicit((_Atomic uint32_t *)&hl->flush, memory_order_relaxed));
+	}
 	printf("capacity:        %" PRIu32 "\n", h.buffer_count);
-	printf("available:       %" PRIu32 "\n", a.free);
+	/* As asyncpool_available(): the freelist and every thread cache. */
+	printf("available:       %" PRIu32 "\n", a.free + a.cached);
 	printf("leased:          %" PRIu32 "\n", a.leased);
-	printf("cached:          %" PRIu32 "\n", a.cached);
+	printf("cached:          %" PRIu32 " (of the available, in thread caches)\n", a.cached);
 	if (a.lost)
 		printf("lost:            %" PRIu32 "\n", a.lost);
 	if (rc) {

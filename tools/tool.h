@@ -69,6 +69,9 @@ void bench_summarize(struct bench_result *out, const uint64_t *elapsed, unsigned
 int bench_shared(uint32_t buffers, uint32_t cache, unsigned long ops, unsigned reps,
 		 struct bench_result *out);
 
+/* tools/bench_wait.c: wake-up latency of asyncpool_acquire_wait(). */
+int bench_wake(bool processes, unsigned rounds, struct bench_result *out);
+
 /* Parse a positive decimal number, or exit TOOL_EXIT_USAGE with a message. */
 unsigned long tool_number(const char *opt, const char *arg, unsigned long max);
 

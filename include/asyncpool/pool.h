@@ -17,6 +17,7 @@ extern "C" {
 
 struct asyncpool;
 struct asyncpool_region;
+struct io_uring_sqe;
 
 /* The largest buffer_count of a pool: 2^31 - 2. */
 #define ASYNCPOOL_MAX_BUFFERS 0x7ffffffeu
@@ -65,6 +66,13 @@ size_t asyncpool_capacity(const struct asyncpool *pool);
 size_t asyncpool_buffer_size(const struct asyncpool *pool);
 struct asyncpool_region *asyncpool_region(const struct asyncpool *pool);
 int    asyncpool_stats(const struct asyncpool *pool, struct asyncpool_stats *out);
+
+/* Waiting for a buffer (LIBASYNCPOOL_1.1). */
+int    asyncpool_acquire_wait(struct asyncpool *pool, struct asyncpool_lease *out,
+			      int64_t timeout_ns);
+int    asyncpool_prep_wait(struct asyncpool *pool, struct io_uring_sqe *sqe);
+int    asyncpool_wait_fd(struct asyncpool *pool);
+int    asyncpool_cache_flush_all(struct asyncpool *pool);
 
 /* Shared pools: the freelist lives in memory the caller provides. */
 int asyncpool_shared_storage_size(uint32_t buffer_count, size_t *out);

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Waiting for a buffer (the protocol: pool_wait.h): a blocking acquire
+ * with a timeout, an IORING_OP_FUTEX_WAIT on the same word for an
+ * io_uring event loop, and an eventfd for epoll programs.
+ */
+#include "pool_internal.h"
+#include "pool_wait.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+
+#ifdef HAVE_LIBURING
+#include <liburing.h>
+#include "uring_futex.h"
+#endif
+
+/* now + ns on CLOCK_MONOTONIC, saturated far in the future. */
+static void deadline_after(int64_t ns, struct timespec *d)
+{
+	clock_gettime(CLOCK_MONOTONIC, d);
+	d->tv_sec += ns / 1000000000;
+	d->tv_nsec += ns % 1000000000;
+	if (d->tv_nsec >= 1000000000) {
+		d->tv_sec++;
+		d->tv_nsec -= 1000000000;
+	}
+}
+
+static bool deadline_passed(const struct timespec *d)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > d->tv_sec || (now.tv_sec == d->tv_sec && now.tv_nsec >= d->tv_nsec);
+}
+
+AP_EXPORT int asyncpool_acquire_wait(struct asyncpool *pool, struct asyncpool_lease *out,
+				     int64_t timeout_ns)
+{
+	struct ap_pool_head *line;
+	struct timespec deadline;
+	bool interrupted = false;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	if (!pool) {
+		memset(out, 0, sizeof(*out));
+		return -EINVAL;
+	}
+	/* An empty freelist brings the other threads' caches back first. */
+	rc = asyncpool_acquire(pool, out);
+	if (rc != -ENOBUFS)
+		return rc;
+	if (timeout_ns == 0)
+		return -ETIMEDOUT;
+	if (timeout_ns > 0)
+		deadline_after(timeout_ns, &deadline);
+	line = pool->fl.line;
+	/* Releases of this process go to the freelist while we wait. */
+	ap_cache_wait_begin(pool);
+	for (;;) {
+		uint32_t v = ap_wait_announce(line);
+
+		/* The announcement before the look at the list (pool_wait.h). */
+		atomic_thread_fence(memory_order_seq_cst);
+		rc = asyncpool_acquire(pool, out);
+		if (rc != -ENOBUFS)
+			break;
+		if (interrupted) {
+			rc = -EINTR;
+			break;
+		}
+		if (timeout_ns > 0 && deadline_passed(&deadline)) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		if (ap_futex_wait(&line->wait, v, timeout_ns > 0 ? &deadline : NULL,
+				  pool->fl.shared) == -EINTR)
+			interrupted = true;     /* one more look, then -EINTR */
+	}
+	ap_cache_wait_end(pool);
+	return rc;
+}
+
+/* ---- IORING_OP_FUTEX_WAIT ---- */
+
+#ifdef HAVE_LIBURING
+static pthread_once_t futex_probe_once = PTHREAD_ONCE_INIT;
+static bool futex_op_ok;
+
+static void futex_probe(void)
+{
+	struct io_uring_probe *p = io_uring_get_probe();
+
+	if (p) {
+		futex_op_ok = io_uring_opcode_supported(p, AP_IORING_OP_FUTEX_WAIT);
+		io_uring_free_probe(p);
+	}
+}
+#endif
+
+AP_EXPORT int asyncpool_prep_wait(struct asyncpool *pool, struct io_uring_sqe *sqe)
+{
+#ifdef HAVE_LIBURING
+	struct ap_pool_head *line;
+	uint32_t v;
+
+	if (!pool || !sqe)
+		return -EINVAL;
+	pthread_once(&futex_probe_once, futex_probe);
+	if (!futex_op_ok)
+		return -EOPNOTSUPP;
+	line = pool->fl.line;
+	(void)ap_cache_flush_others(pool, false);
+	v = ap_wait_announce(line);
+	atomic_thread_fence(memory_order_seq_cst);
+	/*
+	 * A buffer is there already: a value the word cannot hold (bit 0
+	 * set is all it can have until a release bumps it), so that the
+	 * wait completes at once with -EAGAIN.
+	 */
+	if (AP_HEAD_INDEX(atomic_load_explicit(&line->head, memory_order_acquire)) != AP_FL_END)
+		v &= ~AP_WAIT_WAITERS;
+	memset(sqe, 0, sizeof(*sqe));
+	sqe->opcode = AP_IORING_OP_FUTEX_WAIT;
+	sqe->fd = FUTEX2_SIZE_U32 | (pool->fl.shared ? 0 : FUTEX2_PRIVATE);
+	sqe->addr = (uint64_t)(uintptr_t)&line->wait;
+	sqe->off = v;           /* addr2: the value */
+	sqe->addr3 = FUTEX_BITSET_MATCH_ANY;
+	return 0;
+#else
+	(void)pool;
+	(void)sqe;
+	return -EOPNOTSUPP;
+#endif
+}
+
+/* ---- the eventfd ---- */
+
+/*
+ * A thread that waits on the futex for the eventfd's owner: a release in
+ * any process of a shared pool wakes it, and it makes the eventfd
+ * readable.  It stays announced, so every release that reaches the
+ * freelist wakes it (one futex wake system call per release while a
+ * wait fd exists).
+ */
+struct ap_wait_fd {
+	int fd;
+	pid_t pid;              /* the process whose thread it is */
+	_Atomic bool stop;
+	pthread_t thread;
+	struct asyncpool *pool;
+};
+
+static void *waker_main(void *arg)
+{
+	struct ap_wait_fd *w = arg;
+	struct ap_pool_head *line = w->pool->fl.line;
+
+	for (;;) {
+		uint32_t v = ap_wait_announce(line);
+
+		atomic_thread_fence(memory_order_seq_cst);
+		if (atomic_load_explicit(&w->stop, memory_order_acquire))
+			break;
+		if (AP_HEAD_INDEX(atomic_load_explicit(&line->head, memory_order_acquire)) !=
+		    AP_FL_END)
+			(void)eventfd_write(w->fd, 1);
+		(void)ap_futex_wait(&line->wait, v, NULL, w->pool->fl.shared);
+	}
+	return NULL;
+}
+
+static pthread_mutex_t wait_fd_lock = PTHREAD_MUTEX_INITIALIZER;
+
+AP_EXPORT int asyncpool_wait_fd(struct asyncpool *pool)
+{
+	struct ap_wait_fd *w;
+	sigset_t all, old;
+	int rc;
+
+	if (!pool)
+		return -EINVAL;
+	pthread_mutex_lock(&wait_fd_lock);
+	w = pool->wait_fd;
+	if (w && w->pid == getpid()) {
+		rc = w->fd;
+		goto out;
+	}
+	rc = -ENOMEM;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		goto out;
+	w->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (w->fd < 0) {
+		rc = errno == EMFILE || errno == ENFILE ? -errno : -ENOMEM;
+		free(w);
+		goto out;
+	}
+	w->pid = getpid();
+	w->pool = pool;
+	/* Releases of this process go to the freelist while the fd exists. */
+	ap_cache_wait_begin(pool);
+	/* The thread takes no signals of the application's. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = -pthread_create(&w->thread, NULL, waker_main, w);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		ap_cache_wait_end(pool);
+		close(w->fd);
+		free(w);
+		rc = rc == -EAGAIN ? -EAGAIN : -ENOMEM;
+		goto out;
+	}
+	pool->wait_fd = w;
+	rc = w->fd;
+out:
+	pthread_mutex_unlock(&wait_fd_lock);
+	return rc;
+}
+
+/* asyncpool_destroy(): stop the thread and close the eventfd. */
+void ap_wait_fd_close(struct asyncpool *pool)
+{
+	struct ap_wait_fd *w = pool->wait_fd;
+
+	if (!w)
+		return;
+	pool->wait_fd = NULL;
+	if (w->pid == getpid()) {
+		atomic_store_explicit(&w->stop, true, memory_order_release);
+		/* Change the word so that the thread cannot sleep on it, then wake it. */
+		atomic_fetch_add_explicit(&pool->fl.line->wait, 2, memory_order_seq_cst);
+		ap_futex_wake_all(&pool->fl.line->wait, pool->fl.shared);
+		pthread_join(w->thread, NULL);
+		ap_cache_wait_end(pool);
+	}
+	/* In a child after fork the thread did not come along: the copy of
+	 * the fd is closed all the same. */
+	close(w->fd);
+	free(w);
+}

@@ -1,0 +1,565 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Waiting for a buffer (issue 12): asyncpool_acquire_wait across threads
+ * and processes, timeouts, signals with and without SA_RESTART, buffers
+ * in other threads' caches, asyncpool_cache_flush_all, the eventfd under
+ * epoll (a release in another process), asyncpool_prep_wait on a real
+ * ring, and destroy with nobody waiting.
+ *
+ * Links the internal build to see the wait word: a test releases only
+ * once its waiter has announced itself (bit 0 of the word), so that the
+ * release really has someone to wake; no assertion depends on timing.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifdef HAVE_LIBURING
+#include <liburing.h>
+#endif
+
+#include "hooks.h"
+#include "tap.h"
+
+static struct asyncpool_proactor *proactor;
+
+static void no_destroy(void *ctx)
+{
+	(void)ctx;
+}
+
+/* A region of n buffers of 64 bytes over mem (or fresh memory). */
+static struct asyncpool_region *region_over(void *mem, uint32_t n)
+{
+	struct asyncpool_slab_options o = { .size = sizeof(o), .buffer_size = 64,
+					    .buffer_count = n, .numa_node = -1 };
+	struct asyncpool_slab *slab;
+	struct asyncpool_region *r;
+	int rc = mem ? asyncpool_slab_wrap(mem, 64, n, no_destroy, NULL, &slab)
+		     : asyncpool_slab_create(&o, &slab);
+
+	if (rc || asyncpool_proactor_register_slab(proactor, slab, ASYNCPOOL_ACCESS_READ, &r))
+		bail_out("region");
+	asyncpool_slab_unref(slab);
+	return r;
+}
+
+static struct asyncpool *local_pool(uint32_t n, uint32_t cache)
+{
+	struct asyncpool_region *r = region_over(NULL, n);
+	struct asyncpool *pool;
+
+	if (asyncpool_create(r, &pool) || (cache && asyncpool_set_cache(pool, cache)))
+		bail_out("pool");
+	asyncpool_region_unref(r);
+	return pool;
+}
+
+/* Until a waiter has announced itself on the pool's wait word. */
+static void until_waiting(struct asyncpool *pool)
+{
+	while (!(atomic_load(&pool->fl.line->wait) & AP_WAIT_WAITERS))
+		sched_yield();
+}
+
+/* ---- threads ---- */
+
+struct waiter {
+	struct asyncpool *pool;
+	int64_t timeout;
+	struct asyncpool_lease lease;
+	atomic_int rc;
+	atomic_bool done;
+	pthread_t th;
+};
+
+static void *waiter_main(void *arg)
+{
+	struct waiter *w = arg;
+	int rc = asyncpool_acquire_wait(w->pool, &w->lease, w->timeout);
+
+	atomic_store(&w->rc, rc);
+	atomic_store(&w->done, true);
+	return NULL;
+}
+
+static void start_waiter(struct waiter *w, struct asyncpool *pool, int64_t timeout)
+{
+	memset(w, 0, sizeof(*w));
+	w->pool = pool;
+	w->timeout = timeout;
+	atomic_store(&w->rc, 1);
+	if (pthread_create(&w->th, NULL, waiter_main, w))
+		bail_out("pthread_create");
+}
+
+static void test_arguments(void)
+{
+	struct asyncpool *pool = local_pool(2, 0);
+	struct asyncpool_lease l, m, x;
+
+	is_int(asyncpool_acquire_wait(NULL, &l, 0), -EINVAL, "acquire_wait: NULL pool");
+	is_int(asyncpool_acquire_wait(pool, NULL, 0), -EINVAL, "acquire_wait: NULL lease");
+	is_int(asyncpool_cache_flush_all(NULL), -EINVAL, "cache_flush_all: NULL pool");
+	is_int(asyncpool_wait_fd(NULL), -EINVAL, "wait_fd: NULL pool");
+	is_int(asyncpool_prep_wait(pool, NULL), -EINVAL, "prep_wait: NULL sqe");
+	is_int(asyncpool_cache_flush_all(pool), 0, "cache_flush_all: no caches is nothing to do");
+	is_int(asyncpool_acquire_wait(pool, &l, 0), 0, "timeout 0 with a buffer free: acquired");
+	is_int(asyncpool_acquire_wait(pool, &m, -1), 0, "no limit with a buffer free: acquired");
+	is_int(asyncpool_acquire_wait(pool, &x, 0), -ETIMEDOUT, "timeout 0, empty: -ETIMEDOUT");
+	ok(!asyncpool_lease_held(&x), "the lease is zeroed on failure");
+	is_int(asyncpool_acquire_wait(pool, &x, 20 * 1000 * 1000), -ETIMEDOUT,
+	       "20 ms, empty: -ETIMEDOUT");
+	asyncpool_lease_release(&m);
+	asyncpool_lease_release(&l);
+	is_int(asyncpool_destroy(pool), 0, "destroy after waits that ended");
+}
+
+/* A waiter in another thread is woken by a release (with and without caches). */
+static void test_thread_wake(uint32_t cache)
+{
+	struct asyncpool *pool = local_pool(1, cache);
+	struct asyncpool_lease held;
+	struct waiter w;
+
+	is_int(asyncpool_acquire(pool, &held), 0, "cache %u: take the only buffer", cache);
+	start_waiter(&w, pool, -1);
+	until_waiting(pool);
+	asyncpool_lease_release(&held);
+	pthread_join(w.th, NULL);
+	is_int(atomic_load(&w.rc), 0, "cache %u: the waiting thread got the released buffer",
+	       cache);
+	asyncpool_lease_release(&w.lease);
+	is_int(asyncpool_destroy(pool), 0, "cache %u: destroy", cache);
+}
+
+/* Several waiting threads, fewer buffers: every one of them gets through. */
+#define WTHREADS 6
+static atomic_long wt_errors, wt_twice, wt_done;
+static _Atomic unsigned char wt_inuse[4];
+
+struct wt_arg {
+	struct asyncpool *pool;
+	long rounds;
+};
+
+static void *wt_main(void *arg)
+{
+	struct wt_arg *a = arg;
+
+	for (long i = 0; i < a->rounds; i++) {
+		struct asyncpool_lease l;
+		int rc = asyncpool_acquire_wait(a->pool, &l, -1);
+
+		if (rc) {
+			atomic_fetch_add(&wt_errors, 1);
+			continue;
+		}
+		if (atomic_exchange(&wt_inuse[l.buffer_index], 1))
+			atomic_fetch_add(&wt_twice, 1);
+		if (i % 7 == 0)
+			sched_yield();
+		atomic_store(&wt_inuse[l.buffer_index], 0);
+		asyncpool_lease_release(&l);
+		atomic_fetch_add(&wt_done, 1);
+	}
+	return NULL;
+}
+
+static void test_many_waiters(uint32_t cache, long rounds)
+{
+	struct asyncpool *pool = local_pool(4, cache);
+	struct wt_arg a = { pool, rounds };
+	pthread_t th[WTHREADS];
+
+	atomic_store(&wt_errors, 0);
+	atomic_store(&wt_twice, 0);
+	atomic_store(&wt_done, 0);
+	for (int i = 0; i < WTHREADS; i++)
+		if (pthread_create(&th[i], NULL, wt_main, &a))
+			bail_out("pthread_create");
+	for (int i = 0; i < WTHREADS; i++)
+		pthread_join(th[i], NULL);
+	is_int(atomic_load(&wt_errors), 0, "cache %u: %d threads on 4 buffers: no error", cache,
+	       WTHREADS);
+	is_int(atomic_load(&wt_twice), 0, "cache %u: no buffer held twice", cache);
+	is_int(atomic_load(&wt_done), WTHREADS * rounds, "cache %u: every round done", cache);
+	is_int(asyncpool_available(pool), 4, "cache %u: all buffers back", cache);
+	is_int(asyncpool_destroy(pool), 0, "cache %u: destroy", cache);
+}
+
+/* ---- signals ---- */
+
+static atomic_int handled;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&handled, 1);
+}
+
+static void test_signals(void)
+{
+	struct asyncpool *pool = local_pool(1, 0);
+	struct asyncpool_lease held;
+	struct sigaction sa;
+	struct waiter w;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = 0;                        /* no SA_RESTART */
+	sigaction(SIGUSR1, &sa, NULL);
+	is_int(asyncpool_acquire(pool, &held), 0, "signals: take the only buffer");
+	start_waiter(&w, pool, -1);
+	until_waiting(pool);
+	/* A signal that lands before the waiter sleeps is handled and the
+	 * wait goes on: repeat until one interrupts the sleep. */
+	while (!atomic_load(&w.done)) {
+		pthread_kill(w.th, SIGUSR1);
+		usleep(1000);
+	}
+	pthread_join(w.th, NULL);
+	is_int(atomic_load(&w.rc), -EINTR, "a signal without SA_RESTART: -EINTR");
+	ok(!asyncpool_lease_held(&w.lease), "no lease on -EINTR");
+
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGUSR1, &sa, NULL);
+	atomic_store(&handled, 0);
+	start_waiter(&w, pool, -1);
+	until_waiting(pool);
+	while (atomic_load(&handled) < 3) {
+		pthread_kill(w.th, SIGUSR1);
+		usleep(1000);
+	}
+	ok(!atomic_load(&w.done), "with SA_RESTART the wait goes on after signals");
+	asyncpool_lease_release(&held);
+	pthread_join(w.th, NULL);
+	is_int(atomic_load(&w.rc), 0, "with SA_RESTART: the release wakes it");
+	asyncpool_lease_release(&w.lease);
+	signal(SIGUSR1, SIG_DFL);
+	is_int(asyncpool_destroy(pool), 0, "signals: destroy");
+}
+
+/* ---- caches ---- */
+
+struct cacher {
+	struct asyncpool *pool;
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	int step;
+};
+
+static void step_to(struct cacher *c, int s)
+{
+	pthread_mutex_lock(&c->m);
+	c->step = s;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->m);
+}
+
+static void step_wait(struct cacher *c, int s)
+{
+	pthread_mutex_lock(&c->m);
+	while (c->step < s)
+		pthread_cond_wait(&c->cv, &c->m);
+	pthread_mutex_unlock(&c->m);
+}
+
+/* Takes all 16 buffers, releases them into its cache, and stays alive. */
+static void *cacher_main(void *arg)
+{
+	struct cacher *c = arg;
+	struct asyncpool_lease l[16];
+
+	for (int i = 0; i < 16; i++)
+		if (asyncpool_acquire(c->pool, &l[i]))
+			bail_out("cacher acquire");
+	for (int i = 0; i < 16; i++)
+		asyncpool_lease_release(&l[i]);
+	step_to(c, 1);
+	step_wait(c, 2);
+	return NULL;
+}
+
+static void test_stranded(bool flush_all)
+{
+	struct cacher c = { .pool = local_pool(16, 16), .m = PTHREAD_MUTEX_INITIALIZER,
+			    .cv = PTHREAD_COND_INITIALIZER };
+	struct asyncpool_lease l[16];
+	pthread_t th;
+	int got = 0;
+
+	pthread_create(&th, NULL, cacher_main, &c);
+	step_wait(&c, 1);
+	is_int(asyncpool_available(c.pool), 16, "16 cached in another thread count as available");
+	if (flush_all) {
+		is_int(asyncpool_cache_flush_all(c.pool), 0, "cache_flush_all");
+		is_int(ap_fl_count(&c.pool->fl), 16, "all 16 are on the freelist after it");
+		is_int(asyncpool_available(c.pool), 16, "available says the same");
+	}
+	for (int i = 0; i < 16; i++)
+		got += asyncpool_acquire(c.pool, &l[got]) == 0;
+	is_int(got, 16, "this thread acquires all 16 while the other thread lives");
+	for (int i = 0; i < got; i++)
+		asyncpool_lease_release(&l[i]);
+	step_to(&c, 2);
+	pthread_join(th, NULL);
+	is_int(asyncpool_destroy(c.pool), 0, "destroy");
+}
+
+/* ---- processes ---- */
+
+struct shared_area {
+	char *mem;
+	size_t total, layout;
+	struct asyncpool_region *r;
+	struct asyncpool *pool;
+};
+
+static void shared_make(struct shared_area *a, uint32_t n)
+{
+	if (asyncpool_shared_storage_size(n, &a->layout))
+		bail_out("storage size");
+	a->layout = (a->layout + 4095) & ~(size_t)4095;
+	a->total = a->layout + (size_t)n * 64;
+	a->mem = mmap(NULL, a->total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (a->mem == MAP_FAILED)
+		bail_out("mmap");
+	a->r = region_over(a->mem + a->layout, n);
+	if (asyncpool_create_shared(a->mem, a->layout, a->r, &a->pool))
+		bail_out("create_shared");
+}
+
+static void shared_free(struct shared_area *a)
+{
+	is_int(asyncpool_destroy(a->pool), 0, "close the shared pool");
+	asyncpool_region_unref(a->r);
+	munmap(a->mem, a->total);
+}
+
+static int child_status(pid_t pid)
+{
+	int st = -1;
+
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
+}
+
+/* A child process waits; the parent releases once it has announced itself. */
+static void test_process_wake(void)
+{
+	struct shared_area a;
+	struct asyncpool_lease held;
+	pid_t pid;
+
+	shared_make(&a, 1);
+	is_int(asyncpool_acquire(a.pool, &held), 0, "process: take the only buffer");
+	pid = fork();
+	if (pid == 0) {
+		struct asyncpool_lease l;
+		struct asyncpool *p;
+
+		if (asyncpool_open_shared(a.mem, a.layout, a.r, &p))
+			_exit(2);
+		if (asyncpool_acquire_wait(p, &l, -1))
+			_exit(3);
+		asyncpool_lease_release(&l);
+		_exit(asyncpool_destroy(p) ? 4 : 0);
+	}
+	until_waiting(a.pool);
+	asyncpool_lease_release(&held);
+	is_int(child_status(pid), 0, "a waiter in another process is woken by the release");
+	is_int(asyncpool_available(a.pool), 1, "process: the buffer is back");
+	shared_free(&a);
+}
+
+/*
+ * Producer/consumer across two processes, the issue's case: the
+ * producer waits for a buffer, writes a sequence number, hands the index
+ * over a pipe; the consumer checks and releases by index.  Any result of
+ * acquire_wait but 0 is counted: no retries, no spins.
+ */
+static void test_producer_consumer(long msgs)
+{
+	struct shared_area a;
+	int pfd[2];
+	pid_t pid;
+	long retries = 0, bad = 0;
+
+	shared_make(&a, 4);
+	if (pipe(pfd))
+		bail_out("pipe");
+	pid = fork();
+	if (pid == 0) {
+		struct asyncpool *p;
+		long n = 0, wrong = 0;
+		uint32_t idx;
+
+		close(pfd[1]);
+		if (asyncpool_open_shared(a.mem, a.layout, a.r, &p))
+			_exit(2);
+		while (read(pfd[0], &idx, sizeof(idx)) == sizeof(idx)) {
+			long v;
+
+			memcpy(&v, a.mem + a.layout + (size_t)idx * 64, sizeof(v));
+			wrong += v != n++;
+			if (asyncpool_release_index(p, idx))
+				wrong++;
+		}
+		close(pfd[0]);
+		_exit(wrong || n != msgs || asyncpool_destroy(p) ? 3 : 0);
+	}
+	close(pfd[0]);
+	for (long i = 0; i < msgs; i++) {
+		struct asyncpool_lease l;
+		int rc = asyncpool_acquire_wait(a.pool, &l, -1);
+
+		if (rc) {
+			retries++;
+			i--;
+			if (retries > 1000)
+				break;
+			continue;
+		}
+		memcpy(asyncpool_span_ptr(l.span), &i, sizeof(i));
+		/* The consumer releases it by index: hand it over. */
+		l.release.fn = NULL;
+		if (write(pfd[1], &l.buffer_index, sizeof(l.buffer_index)) != sizeof(uint32_t))
+			bad++;
+	}
+	close(pfd[1]);
+	is_int(child_status(pid), 0, "consumer: %ld messages in order, released by index", msgs);
+	is_int(retries, 0, "producer: 0 retries for %ld messages through 4 buffers", msgs);
+	is_int(bad, 0, "every index handed over");
+	is_int(asyncpool_available(a.pool), 4, "producer/consumer: all buffers back");
+	shared_free(&a);
+}
+
+/* The eventfd under epoll: readable after a release in another process. */
+static void test_wait_fd(void)
+{
+	struct shared_area a;
+	struct asyncpool_lease held;
+	struct epoll_event ev = { .events = EPOLLIN }, out;
+	uint64_t cnt;
+	int fd, ep, n;
+	pid_t pid;
+
+	shared_make(&a, 1);
+	is_int(asyncpool_acquire(a.pool, &held), 0, "wait_fd: take the only buffer");
+	fd = asyncpool_wait_fd(a.pool);
+	ok(fd >= 0, "wait_fd gives an eventfd");
+	is_int(asyncpool_wait_fd(a.pool), fd, "the same fd on a second call");
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+	until_waiting(a.pool);
+	is_int(epoll_wait(ep, &out, 1, 0), 0, "not readable while the pool is empty");
+	held.release.fn = NULL;         /* released by index in the child */
+	pid = fork();
+	if (pid == 0)
+		_exit(asyncpool_release_index(a.pool, held.buffer_index) ? 2 : 0);
+	is_int(child_status(pid), 0, "another process releases the buffer");
+	n = epoll_wait(ep, &out, 1, -1);
+	ok(n == 1 && (out.events & EPOLLIN), "epoll: the eventfd became readable");
+	ok(read(fd, &cnt, sizeof(cnt)) == sizeof(cnt) && cnt >= 1, "read the eventfd");
+	is_int(asyncpool_acquire(a.pool, &held), 0, "then the buffer is there");
+	asyncpool_lease_release(&held);
+	close(ep);
+	shared_free(&a);        /* closes the eventfd: tap checks no fd is left */
+}
+
+#ifdef HAVE_LIBURING
+/* asyncpool_prep_wait on a real ring: completes after a release in another process. */
+static void test_prep_wait(void)
+{
+	struct shared_area a;
+	struct asyncpool_lease held;
+	struct io_uring ring;
+	struct io_uring_cqe *cqe;
+	struct io_uring_sqe sqe_copy;
+	pid_t pid;
+	int rc;
+
+	if (io_uring_queue_init(8, &ring, 0)) {
+		skip(7, "no io_uring here");
+		return;
+	}
+	shared_make(&a, 1);
+	rc = asyncpool_prep_wait(a.pool, &sqe_copy);
+	if (rc == -EOPNOTSUPP) {
+		skip(6, "the kernel has no IORING_OP_FUTEX_WAIT (Linux 6.7)");
+		io_uring_queue_exit(&ring);
+		shared_free(&a);
+		return;
+	}
+	is_int(rc, 0, "prep_wait with a buffer free");
+	*io_uring_get_sqe(&ring) = sqe_copy;
+	io_uring_submit(&ring);
+	rc = io_uring_wait_cqe(&ring, &cqe);
+	is_int(rc == 0 ? cqe->res : rc, -EAGAIN, "a buffer is free: completes at once with -EAGAIN");
+	io_uring_cqe_seen(&ring, cqe);
+
+	is_int(asyncpool_acquire(a.pool, &held), 0, "take the only buffer");
+	is_int(asyncpool_prep_wait(a.pool, io_uring_get_sqe(&ring)), 0, "prep_wait, empty pool");
+	io_uring_submit(&ring);
+	until_waiting(a.pool);
+	held.release.fn = NULL;
+	pid = fork();
+	if (pid == 0)
+		_exit(asyncpool_release_index(a.pool, held.buffer_index) ? 2 : 0);
+	is_int(child_status(pid), 0, "another process releases the buffer");
+	rc = io_uring_wait_cqe(&ring, &cqe);
+	ok(rc == 0 && (cqe->res == 0 || cqe->res == -EAGAIN),
+	   "the ring delivers the futex completion (res %d)", rc == 0 ? cqe->res : rc);
+	io_uring_cqe_seen(&ring, cqe);
+	is_int(asyncpool_acquire(a.pool, &held), 0, "then the buffer is there");
+	asyncpool_lease_release(&held);
+	io_uring_queue_exit(&ring);
+	shared_free(&a);
+}
+#endif
+
+int main(void)
+{
+	const char *env = getenv("ASYNCPOOL_STRESS_ITERATIONS");
+	long rounds = env ? strtol(env, NULL, 10) / 20 : 2000;
+
+	/* A lost wake-up hangs a waiter: make it a failure, not a hang. */
+	alarm(240);
+	if (rounds < 50)
+		rounds = 50;
+	if (rounds > 2000)
+		rounds = 2000;
+	if (asyncpool_proactor_create_memory(&proactor))
+		bail_out("proactor");
+	test_arguments();
+	test_thread_wake(0);
+	test_thread_wake(1);
+	test_many_waiters(0, rounds);
+	test_many_waiters(2, rounds);
+	test_signals();
+	test_stranded(false);
+	test_stranded(true);
+	test_process_wake();
+	test_producer_consumer(rounds * 10);
+	test_wait_fd();
+#ifdef HAVE_LIBURING
+	test_prep_wait();
+#else
+	skip(8, "built without liburing");
+#endif
+	is_int(asyncpool_proactor_destroy(proactor), 0, "proactor destroy");
+	return done_testing();
+}
