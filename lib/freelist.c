@@ -5,8 +5,8 @@
  * The head is one 64-bit word, {index, tag}, changed only by CAS; every
  * successful CAS bumps the 32-bit tag, so a thread that read the head,
  * stalled, and saw the same index come back cannot pop with a stale next
- * (ABA).  next[i] holds the index after i while i is on the list; while
- * it is off the list, its state (buffer_state.h).
+ * (ABA).  state[i] holds the index after i while i is on the list, with
+ * the kind FREE; off the list, another kind (buffer_state.h).
  *
  * A walk (a pop reads one link, a chain pop up to max) may run over
  * buffers that another thread pops, claims or pushes under it: every
@@ -29,6 +29,7 @@
 
 #ifdef ASYNCPOOL_TEST_HOOKS
 void (*ap_test_hook_before_cas)(void);
+void (*ap_test_hook_point)(enum ap_test_point);
 #endif
 
 /* A peer that rewrites the head without end must not keep us spinning. */
@@ -64,66 +65,181 @@ static inline bool head_moved(const struct ap_freelist *fl, uint64_t *h)
 	return true;
 }
 
-int ap_fl_pop(struct ap_freelist *fl, uint32_t mark, uint32_t *idx)
+/*
+ * A step of our attachment for one pop, or NULL (no attachment: a local
+ * pool, or raw shared memory).  Each thread of a process takes a free
+ * one; more than AP_STEPS threads popping at the same instant take turns.
+ */
+static struct ap_step *step_begin(struct ap_freelist *fl)
+{
+	static __thread uint32_t hint;
+	struct ap_attach *a = fl->att;
+
+	if (!a)
+		return NULL;
+	for (uint32_t k = hint;; k++) {
+		struct ap_step *st = &a->step[k % AP_STEPS];
+		uint32_t idle = 0;
+
+		if (atomic_load_explicit(&st->busy, memory_order_relaxed) == 0 &&
+		    atomic_compare_exchange_strong_explicit(&st->busy, &idle, 1,
+							    memory_order_relaxed,
+							    memory_order_relaxed)) {
+			hint = k % AP_STEPS;
+			return st;
+		}
+	}
+}
+
+static inline void step_end(struct ap_step *st)
+{
+	if (st) {
+		atomic_store_explicit(&st->count, 0, memory_order_relaxed);
+		atomic_store_explicit(&st->busy, 0, memory_order_release);
+	}
+}
+
+/* Write what a pop is about to take, before its CAS on the head. */
+static inline void step_record(struct ap_step *st, uint32_t first, const uint64_t *w, uint32_t k)
+{
+	if (!st)
+		return;
+	atomic_store_explicit(&st->count, 0, memory_order_relaxed);
+	atomic_store_explicit(&st->first, first, memory_order_relaxed);
+	for (uint32_t j = 0; j < k; j++)
+		atomic_store_explicit(&st->word[j], w[j], memory_order_relaxed);
+	atomic_store_explicit(&st->count, k, memory_order_relaxed);
+	AP_TEST_AT(AP_TP_POP_RECORDED);
+}
+
+/*
+ * Mark a buffer our head CAS took.  In a shared pool, by CAS from the
+ * word seen before the head CAS: a reclaim may have claimed it (false).
+ * A local pool has no reclaim: a store.
+ */
+static inline bool take(struct ap_freelist *fl, uint32_t i, uint64_t seen, uint32_t kind,
+			uint32_t *gen)
+{
+	if (fl->shared)
+		return ap_state_take(&fl->state[i], seen, kind, fl->me, gen);
+	*gen = ap_gen_next(AP_W_GEN(seen));
+	atomic_store_explicit(&fl->state[i], AP_W_MAKE(kind, 0, *gen, AP_W_LINK(seen)),
+			      memory_order_relaxed);
+	return true;
+}
+
+int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *gen)
 {
 	struct ap_pool_head *line = fl->line;
 	uint64_t h = atomic_load_explicit(&line->head, memory_order_acquire);
+	struct ap_step *st = step_begin(fl);
+	int rc = -EUCLEAN;
 
 	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
 		uint32_t i = AP_HEAD_INDEX(h), n;
+		uint64_t w;
 
 		if (i == AP_FL_END) {
 			count_empty(fl);
-			return -ENOBUFS;
+			rc = -ENOBUFS;
+			goto out;
 		}
-		if (AP_UNLIKELY(i >= fl->count)) {
-			ap_fl_count_corruption(fl, 1);
-			return -EUCLEAN;
-		}
-		n = atomic_load_explicit(&fl->next[i], memory_order_relaxed);
+		if (AP_UNLIKELY(i >= fl->count))
+			break;
+		w = ap_state_load(&fl->state[i]);
+		n = AP_W_LINK(w);
 		AP_TEST_POINT();
-		if (AP_UNLIKELY(n >= fl->count && n != AP_FL_END)) {
-			if (!head_moved(fl, &h)) {
-				ap_fl_count_corruption(fl, 1);
-				return -EUCLEAN;
-			}
+		if (AP_UNLIKELY(AP_W_KIND(w) != AP_K_FREE || (n >= fl->count && n != AP_FL_END))) {
+			/* Taken under a stale head, or the list is corrupt. */
+			if (!head_moved(fl, &h))
+				break;
 			continue;
+		}
+		/*
+		 * A step is recorded only from a word read while i was the
+		 * head (the head held still across the read): a stale head's
+		 * i may be in another thread's push, whose word a reclaim
+		 * after our death must not take (tests/model/crash.pml).
+		 */
+		if (st) {
+			if (head_moved(fl, &h))
+				continue;
+			step_record(st, i, &w, 1);
 		}
 		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
 							  AP_HEAD_MAKE(n, AP_HEAD_TAG(h) + 1),
 							  memory_order_acquire,
 							  memory_order_acquire)) {
-			ap_state_take(&fl->next[i], mark);
+			AP_TEST_AT(AP_TP_POP_CASED);
+			if (AP_UNLIKELY(!take(fl, i, w, kind, gen))) {
+				/* A reclaim took it: it pushes it back. */
+				h = atomic_load_explicit(&line->head, memory_order_acquire);
+				continue;
+			}
 			*idx = i;
-			return 0;
+			rc = 0;
+			goto out;
 		}
 	}
 	ap_fl_count_corruption(fl, 1);
-	return -EUCLEAN;
+out:
+	step_end(st);
+	return rc;
 }
 
-#define AP_OUT(j) (*(uint32_t *)((char *)out + (size_t)(j) * stride))
+#define AP_OUT(p, j) (*(uint32_t *)((char *)(p) + (size_t)(j) * stride))
 
-int ap_fl_pop_chain(struct ap_freelist *fl, void *out, size_t stride, uint32_t min,
-		    uint32_t max, uint32_t mark, uint32_t *got)
+/* Give back buffers a chain pop marked (its own: a store), then retry. */
+static void untake(struct ap_freelist *fl, void *out, size_t stride, uint32_t k)
+{
+	uint32_t idx[AP_STEP_WORDS];
+
+	for (uint32_t j = 0; j < k; j++) {
+		idx[j] = AP_OUT(out, j);
+		atomic_store_explicit(&fl->state[idx[j]],
+				      AP_W_MAKE(AP_K_FREE, fl->me,
+						AP_W_GEN(ap_state_load(&fl->state[idx[j]])),
+						AP_FL_END),
+				      memory_order_relaxed);
+	}
+	(void)ap_fl_push_chain(fl, idx, k);
+}
+
+int ap_fl_pop_chain(struct ap_freelist *fl, void *out, void *gens, size_t stride, uint32_t min,
+		    uint32_t max, uint32_t kind, uint32_t *got)
 {
 	struct ap_pool_head *line = fl->line;
 	uint64_t h = atomic_load_explicit(&line->head, memory_order_acquire);
+	uint64_t seen[AP_STEP_WORDS];
+	struct ap_step *st;
+	int rc = -EUCLEAN;
 
 	*got = 0;
+	if (fl->shared && max > AP_STEP_WORDS)
+		max = AP_STEP_WORDS;
+	if (min > max)
+		return -EINVAL;
+	st = step_begin(fl);
 	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
-		uint32_t i = AP_HEAD_INDEX(h), k = 0;
+		uint32_t i = AP_HEAD_INDEX(h), k = 0, m = 0;
+		bool odd = false;
 
 		while (k < max && i < fl->count) {
-			AP_OUT(k) = i;
-			k++;
-			i = atomic_load_explicit(&fl->next[i], memory_order_relaxed);
-		}
-		if (AP_UNLIKELY(i >= fl->count && i != AP_FL_END)) {
-			if (!head_moved(fl, &h)) {
-				ap_fl_count_corruption(fl, 1);
-				return -EUCLEAN;
+			uint64_t w = ap_state_load(&fl->state[i]);
+
+			if (AP_W_KIND(w) != AP_K_FREE) {
+				odd = true;
+				break;
 			}
+			if (k < AP_STEP_WORDS)
+				seen[k] = w;
+			AP_OUT(out, k) = i;
+			k++;
+			i = AP_W_LINK(w);
+		}
+		if (AP_UNLIKELY(odd || (i >= fl->count && i != AP_FL_END))) {
+			if (!head_moved(fl, &h))
+				break;
 			continue;
 		}
 		if (k < min) {
@@ -132,41 +248,77 @@ int ap_fl_pop_chain(struct ap_freelist *fl, void *out, size_t stride, uint32_t m
 			if (head_moved(fl, &h))
 				continue;
 			count_empty(fl);
-			return -ENOBUFS;
+			rc = -ENOBUFS;
+			goto out;
+		}
+		if (st && k) {
+			/* Words read while the head held still (above). */
+			if (head_moved(fl, &h))
+				continue;
+			step_record(st, AP_OUT(out, 0), seen, k);
 		}
 		AP_TEST_POINT();
-		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
-							  AP_HEAD_MAKE(i, AP_HEAD_TAG(h) + 1),
-							  memory_order_acquire,
-							  memory_order_acquire)) {
-			for (uint32_t j = 0; j < k; j++)
-				ap_state_take(&fl->next[AP_OUT(j)], mark);
-			*got = k;
-			return 0;
+		if (!atomic_compare_exchange_weak_explicit(&line->head, &h,
+							   AP_HEAD_MAKE(i, AP_HEAD_TAG(h) + 1),
+							   memory_order_acquire,
+							   memory_order_acquire))
+			continue;
+		AP_TEST_AT(AP_TP_POP_CASED);
+		for (uint32_t j = 0; j < k; j++) {
+			uint32_t b = AP_OUT(out, j), g;
+			uint64_t w = fl->shared ? seen[j] : ap_state_load(&fl->state[b]);
+
+			if (AP_UNLIKELY(!take(fl, b, w, kind, &g)))
+				continue;       /* a reclaim took it */
+			AP_OUT(out, m) = b;
+			if (gens)
+				AP_OUT(gens, m) = g;
+			m++;
+			AP_TEST_AT(AP_TP_POP_MARKED);
 		}
+		if (AP_UNLIKELY(m < min)) {
+			untake(fl, out, stride, m);
+			h = atomic_load_explicit(&line->head, memory_order_acquire);
+			continue;
+		}
+		*got = m;
+		rc = 0;
+		goto out;
 	}
 	ap_fl_count_corruption(fl, 1);
-	return -EUCLEAN;
+out:
+	step_end(st);
+	return rc;
 }
 
 #undef AP_OUT
 
-/*
- * Link the chain first..last (linked among themselves) in front of the
- * head with one CAS.  seq_cst: release for the buffers' contents and
- * links before the head, and for the load of the wait word after it
- * (pool_wait.h); on x86 both are the same locked instruction.
- */
-static inline int push_linked(struct ap_freelist *fl, uint32_t first, uint32_t last)
+int ap_fl_push(struct ap_freelist *fl, uint32_t idx)
+{
+	return ap_fl_push_chain(fl, &idx, 1);
+}
+
+int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n)
 {
 	struct ap_pool_head *line = fl->line;
-	uint64_t h = atomic_load_explicit(&line->head, memory_order_relaxed);
+	uint64_t h;
 
+	if (!n)
+		return 0;
+	for (uint32_t j = 0; j + 1 < n; j++)
+		ap_state_set_link(&fl->state[idx[j]], idx[j + 1]);
+	h = atomic_load_explicit(&line->head, memory_order_relaxed);
 	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
-		atomic_store_explicit(&fl->next[last], AP_HEAD_INDEX(h), memory_order_relaxed);
+		ap_state_set_link(&fl->state[idx[n - 1]], AP_HEAD_INDEX(h));
 		AP_TEST_POINT();
+		AP_TEST_AT(AP_TP_PUSH_LINKED);
+		/*
+		 * release: the buffers' contents and links before the head;
+		 * seq_cst, for the load of the wait word after it (pool_wait.h).
+		 * On x86 both are the same locked instruction.
+		 */
 		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
-							  AP_HEAD_MAKE(first, AP_HEAD_TAG(h) + 1),
+							  AP_HEAD_MAKE(idx[0], AP_HEAD_TAG(h) + 1),
 							  memory_order_seq_cst,
 							  memory_order_relaxed)) {
 			ap_wait_wake(line, fl->shared);
@@ -177,39 +329,30 @@ static inline int push_linked(struct ap_freelist *fl, uint32_t first, uint32_t l
 	return -EUCLEAN;
 }
 
-int ap_fl_push(struct ap_freelist *fl, uint32_t idx)
+int ap_fl_release(struct ap_freelist *fl, uint32_t idx, uint32_t gen)
 {
-	return push_linked(fl, idx, idx);
-}
-
-int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n)
-{
-	if (!n)
-		return 0;
-	for (uint32_t j = 0; j + 1 < n; j++)
-		atomic_store_explicit(&fl->next[idx[j]], idx[j + 1], memory_order_relaxed);
-	return push_linked(fl, idx[0], idx[n - 1]);
-}
-
-int ap_fl_release(struct ap_freelist *fl, uint32_t idx)
-{
+	uint64_t was;
 	int rc;
 
 	if (AP_UNLIKELY(idx >= fl->count))
 		return -EINVAL;
-	if (AP_UNLIKELY(!ap_state_claim_leased(&fl->next[idx]))) {
+	if (AP_UNLIKELY(!ap_state_claim_leased(&fl->state[idx], gen, fl->me, &was))) {
 		ap_fl_count_bad_release(fl, 1);
 		return -EALREADY;
 	}
+	AP_TEST_AT(AP_TP_RELEASE_CLAIMED);
 	rc = ap_fl_push(fl, idx);
 	if (AP_UNLIKELY(rc))
-		ap_state_unclaim(&fl->next[idx]);
+		ap_state_unclaim(&fl->state[idx], was);
 	return rc;
 }
 
+/* The link of buffer i, or AP_FL_END... beyond range for a taken one. */
 static inline uint32_t link_of(const struct ap_freelist *fl, uint32_t i)
 {
-	return atomic_load_explicit(&fl->next[i], memory_order_relaxed);
+	uint64_t w = ap_state_load(&fl->state[i]);
+
+	return AP_W_KIND(w) == AP_K_FREE ? AP_W_LINK(w) : AP_FL_END - 1;
 }
 
 /*

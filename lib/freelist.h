@@ -16,34 +16,57 @@
 
 struct ap_freelist {
 	struct ap_pool_head     *line;  /* the head word */
-	_Atomic uint32_t        *next;  /* link and state of each buffer */
+	_Atomic uint64_t        *state; /* link and state of each buffer */
 	struct ap_pool_counters *ctr;
 	uint32_t                 count;
-	bool                     shared;        /* others map it: shared futex */
+	uint32_t                 me;    /* holder: attachment slot + 1, or 0 */
+	struct ap_attach        *att;   /* our attachment (steps), or NULL */
+	bool                     shared;        /* others map it: shared futex, reclaim */
 };
 
-/* Test builds can stall a thread between reading the head and its CAS. */
+/*
+ * Test builds can stall a thread between reading the head and its CAS,
+ * and stop at the named points of each step (tests kill a process there).
+ */
+enum ap_test_point {
+	AP_TP_POP_RECORDED,     /* a pop wrote its step, before the head CAS */
+	AP_TP_POP_CASED,        /* after the head CAS, before the mark */
+	AP_TP_POP_MARKED,       /* marked one buffer of a chain */
+	AP_TP_RELEASE_CLAIMED,  /* a release claimed, before the push */
+	AP_TP_PUSH_LINKED,      /* a chain is linked, before its head CAS */
+	AP_TP_FLUSH_UNCACHED,   /* a flush uncached a buffer */
+	AP_TP_COUNT
+};
 #ifdef ASYNCPOOL_TEST_HOOKS
 extern void (*ap_test_hook_before_cas)(void);
+extern void (*ap_test_hook_point)(enum ap_test_point);
 #define AP_TEST_POINT() do { if (ap_test_hook_before_cas) ap_test_hook_before_cas(); } while (0)
+#define AP_TEST_AT(p) do { if (ap_test_hook_point) ap_test_hook_point(p); } while (0)
 #else
 #define AP_TEST_POINT() do { } while (0)
+#define AP_TEST_AT(p) do { } while (0)
 #endif
 
-/* Pop one buffer and mark it with the state its taker gives (buffer_state.h). */
-int ap_fl_pop(struct ap_freelist *fl, uint32_t mark, uint32_t *idx);
+/*
+ * Pop one buffer and mark it with the kind its taker gives (LEASED or
+ * CACHED, buffer_state.h), a new generation in *gen.
+ */
+int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *gen);
 /*
  * Pop at least min and at most max buffers as one chain with one CAS,
- * mark each, and store their indices at out, stride bytes apart.
+ * mark each, and store their indices at out and (if gens) generations
+ * at gens, stride bytes apart.  A shared pool takes at most
+ * AP_STEP_WORDS per CAS: min must not be more.
  */
-int ap_fl_pop_chain(struct ap_freelist *fl, void *out, size_t stride, uint32_t min,
-		    uint32_t max, uint32_t mark, uint32_t *got);
+int ap_fl_pop_chain(struct ap_freelist *fl, void *out, void *gens, size_t stride, uint32_t min,
+		    uint32_t max, uint32_t kind, uint32_t *got);
 /*
- * leased -> free: claim buffer idx (one release of a lease wins), then
- * link it in.  0, -EINVAL (out of range), -EALREADY (not leased: counted)
- * or -EUCLEAN (the head never held still: the claim is given back).
+ * leased -> free: claim buffer idx leased with generation gen (0: any),
+ * then link it in.  0, -EINVAL (out of range), -EALREADY (not leased,
+ * or not in that generation: counted) or -EUCLEAN (the head never held
+ * still: the claim is given back).
  */
-int ap_fl_release(struct ap_freelist *fl, uint32_t idx);
+int ap_fl_release(struct ap_freelist *fl, uint32_t idx, uint32_t gen);
 /* Link in a buffer the caller has claimed (ap_state_claim_leased()). */
 int ap_fl_push(struct ap_freelist *fl, uint32_t idx);
 /*

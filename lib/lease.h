@@ -12,7 +12,17 @@
 
 #include <asyncpool/span.h>
 
+/*
+ * A release callback.  Leases with a generation (pools) have one that
+ * takes the token, generation << 32 | index (asyncpool_lease_release()
+ * calls it so); the others (recv rings) take the index.
+ */
 typedef void ap_release_fn(void *ctx, uint32_t buffer_index);
+typedef void ap_release_token_fn(void *ctx, uint64_t token);
+
+#define AP_TOKEN_MAKE(gen, idx) (((uint64_t)(gen) << 32) | (uint32_t)(idx))
+#define AP_TOKEN_INDEX(t)       ((uint32_t)(t))
+#define AP_TOKEN_GEN(t)         ((uint32_t)((t) >> 32))
 
 static inline void ap_lease_init(struct asyncpool_lease *out, struct asyncpool_region *region,
 				 size_t offset, size_t length, ap_release_fn *fn, void *ctx,
@@ -24,6 +34,21 @@ static inline void ap_lease_init(struct asyncpool_lease *out, struct asyncpool_r
 	out->release.fn = fn;
 	out->release.ctx = ctx;
 	out->buffer_index = buffer_index;
+	out->generation = 0;
+}
+
+/* A pool's lease: its callback takes tokens, generation is never 0. */
+static inline void ap_lease_init_gen(struct asyncpool_lease *out, struct asyncpool_region *region,
+				     size_t offset, size_t length, ap_release_token_fn *fn,
+				     void *ctx, uint32_t buffer_index, uint32_t generation)
+{
+	out->span.region = region;
+	out->span.offset = offset;
+	out->span.length = length;
+	out->release.fn = (ap_release_fn *)(void (*)(void))fn;
+	out->release.ctx = ctx;
+	out->buffer_index = buffer_index;
+	out->generation = generation;
 }
 
 #endif /* ASYNCPOOL_LEASE_H */

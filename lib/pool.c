@@ -33,10 +33,10 @@ void ap_layout_init(void *mem, uint32_t count, size_t buffer_size, bool shared)
 	struct ap_pool_head *line = (void *)((char *)mem + AP_OFF_HEAD);
 	struct ap_pool_counters *ctr = (void *)((char *)mem + AP_OFF_COUNTERS);
 	struct ap_layout_geometry g;
-	_Atomic uint32_t *next;
+	_Atomic uint64_t *state;
 
 	(void)ap_layout_geometry(count, shared, &g);
-	next = (void *)((char *)mem + g.next_offset);
+	state = (void *)((char *)mem + g.next_offset);
 	memset(mem, 0, AP_OFF_NEXT);
 	hdr->version = AP_POOL_VERSION;
 	hdr->header_size = sizeof(*hdr);
@@ -49,12 +49,11 @@ void ap_layout_init(void *mem, uint32_t count, size_t buffer_size, bool shared)
 	hdr->next_offset = g.next_offset;
 	if (shared) {
 		hdr->attach_slots = AP_ATTACH_SLOTS;
-		hdr->owners_offset = g.owners_offset;
 		hdr->attach_offset = g.attach_offset;
-		memset((char *)mem + g.owners_offset, 0, g.storage_size - g.owners_offset);
+		memset((char *)mem + g.attach_offset, 0, g.storage_size - g.attach_offset);
 	}
 	for (uint32_t i = 0; i < count; i++)
-		atomic_init(&next[i], i + 1 < count ? i + 1 : AP_FL_END);
+		atomic_init(&state[i], AP_W_MAKE(AP_K_FREE, 0, 0, i + 1 < count ? i + 1 : AP_FL_END));
 	atomic_init(&line->head, AP_HEAD_MAKE(0, 0));
 	atomic_init(&ctr->bad_releases, 0);
 	atomic_init(&ctr->corruptions, 0);
@@ -74,12 +73,14 @@ void ap_pool_bind(struct asyncpool *pool, void *mem, struct asyncpool_region *r)
 	pool->hdr = mem;
 	pool->fl.line = (void *)((char *)mem + AP_OFF_HEAD);
 	pool->fl.ctr = (void *)((char *)mem + AP_OFF_COUNTERS);
-	pool->fl.next = (void *)((char *)mem + AP_OFF_NEXT);
+	pool->fl.state = (void *)((char *)mem + AP_OFF_NEXT);
 	pool->fl.count = r->buffer_count;
 	pool->buffer_size = r->buffer_size;
 	pool->region = asyncpool_region_ref(r);
 	pool->release_fn = ap_pool_recycle;
 	pool->storage = mem;
+	pool->lock_fd = -1;
+	pool->quarantine_ms = ASYNCPOOL_QUARANTINE_MS;
 }
 
 /* The kernel owns the buffers of a recv-only region: no pool over them. */
@@ -92,11 +93,11 @@ int ap_pool_check_region(const struct asyncpool_region *r)
 	return 0;
 }
 
-void ap_pool_recycle(void *ctx, uint32_t idx)
+void ap_pool_recycle(void *ctx, uint64_t token)
 {
 	struct asyncpool *pool = ctx;
 
-	(void)ap_fl_release(&pool->fl, idx);
+	(void)ap_fl_release(&pool->fl, AP_TOKEN_INDEX(token), AP_TOKEN_GEN(token));
 }
 
 AP_EXPORT int asyncpool_create(struct asyncpool_region *r, struct asyncpool **out)
@@ -146,6 +147,7 @@ AP_EXPORT int asyncpool_destroy(struct asyncpool *pool)
 		return -EBUSY;
 	}
 	ap_wait_fd_close(pool);
+	ap_detach(pool);
 	if (pool->owns_storage)
 		munmap(pool->storage, pool->storage_size);
 	asyncpool_region_unref(pool->region);
@@ -156,7 +158,7 @@ AP_EXPORT int asyncpool_destroy(struct asyncpool *pool)
 static __attribute__((noinline)) int acquire_slow(struct asyncpool *pool,
 						   struct asyncpool_lease *out)
 {
-	uint32_t idx;
+	uint32_t idx, gen;
 	int rc;
 
 	if (AP_UNLIKELY(!pool)) {
@@ -165,7 +167,9 @@ static __attribute__((noinline)) int acquire_slow(struct asyncpool *pool,
 	}
 	if (pool->cache_size)
 		return ap_cache_acquire_slow(pool, out);
-	rc = ap_fl_pop(&pool->fl, AP_FL_LEASED, &idx);
+	rc = ap_fl_pop(&pool->fl, AP_K_LEASED, &idx, &gen);
+	if (AP_UNLIKELY(rc == -ENOBUFS) && ap_reclaim(pool, true) > 0)
+		rc = ap_fl_pop(&pool->fl, AP_K_LEASED, &idx, &gen);
 	if (AP_UNLIKELY(rc)) {
 		/* Other processes may hold buffers in their caches. */
 		if (rc == -ENOBUFS && pool->shared)
@@ -173,7 +177,7 @@ static __attribute__((noinline)) int acquire_slow(struct asyncpool *pool,
 		memset(out, 0, sizeof(*out));
 		return rc;
 	}
-	ap_pool_lease(pool, idx, ap_pool_recycle, out);
+	ap_pool_lease(pool, idx, gen, ap_pool_recycle, out);
 	return 0;
 }
 
@@ -200,7 +204,7 @@ AP_EXPORT size_t asyncpool_available(const struct asyncpool *pool)
 	 */
 	n = ap_fl_count(&pool->fl);
 	if (pool->cache_size || pool->shared)
-		n += ap_count_cached(pool->fl.next, pool->fl.count);
+		n += ap_count_cached(pool->fl.state, pool->fl.count);
 	return n < pool->fl.count ? n : pool->fl.count;
 }
 

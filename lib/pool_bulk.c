@@ -9,9 +9,9 @@
 /* Buffers pushed per CAS by a bulk release. */
 #define AP_BULK_CHUNK 64u
 
-/* Build leases whose buffer_index a chain pop filled; locals spare reloads. */
+/* Build leases whose buffer_index and generation a chain pop filled. */
 static void leases_build(struct asyncpool *pool, struct asyncpool_lease *l, unsigned int n,
-			 ap_release_fn *fn)
+			 ap_release_token_fn *fn)
 {
 	struct asyncpool_region *region = pool->region;
 	size_t bs = pool->buffer_size;
@@ -19,22 +19,61 @@ static void leases_build(struct asyncpool *pool, struct asyncpool_lease *l, unsi
 	for (unsigned int j = 0; j < n; j++) {
 		uint32_t idx = l[j].buffer_index;
 
-		ap_lease_init(&l[j], region, (size_t)idx * bs, bs, fn, pool, idx);
+		ap_lease_init_gen(&l[j], region, (size_t)idx * bs, bs, fn, pool, idx,
+				  l[j].generation);
 	}
 }
 
+/*
+ * n leases straight from the freelist, all or nothing: one CAS for the
+ * chain (a shared pool: one per AP_STEP_WORDS buffers, what a step
+ * records).  An empty pool is reclaimed once (reclaim.c).
+ */
+static int pop_leases(struct asyncpool *pool, struct asyncpool_lease *l, unsigned int n,
+		      ap_release_token_fn *fn)
+{
+	unsigned int j = 0;
+	bool reclaimed = false;
+	uint32_t got;
+	int rc;
+
+	while (j < n) {
+		uint32_t chunk = n - j;
+
+		if (pool->fl.shared && chunk > AP_STEP_WORDS)
+			chunk = AP_STEP_WORDS;
+		rc = ap_fl_pop_chain(&pool->fl, &l[j].buffer_index, &l[j].generation, sizeof(*l),
+				     chunk, chunk, AP_K_LEASED, &got);
+		if (rc == -ENOBUFS && !reclaimed) {
+			reclaimed = true;
+			if (ap_reclaim(pool, true) > 0)
+				continue;
+		}
+		if (rc) {
+			leases_build(pool, l, j, fn);
+			asyncpool_release_bulk(l, j);
+			memset(l, 0, (size_t)n * sizeof(*l));
+			return rc;
+		}
+		leases_build(pool, &l[j], chunk, fn);
+		j += chunk;
+	}
+	return 0;
+}
 
 /*
  * From the calling thread's cache, refilled with one CAS for what it
- * lacks (or, beyond what a cache holds, the rest straight from the
- * freelist).  All or nothing.  Called inside c (ap_cache_enter), leaves it.
+ * lacks (or, beyond what a cache or a step holds, the rest straight
+ * from the freelist).  All or nothing.  Called inside c (ap_cache_enter),
+ * leaves it.
  */
 static int acquire_bulk_cached(struct asyncpool *pool, struct ap_cache *c,
 			       struct asyncpool_lease *leases, unsigned int n)
 {
 	struct asyncpool_region *region = pool->region;
 	size_t bs = pool->buffer_size;
-	_Atomic uint32_t *next = pool->fl.next;
+	_Atomic uint64_t *state = pool->fl.state;
+	uint32_t me = pool->fl.me;
 	unsigned int j = 0;
 	uint32_t got;
 	int rc;
@@ -43,34 +82,30 @@ static int acquire_bulk_cached(struct asyncpool *pool, struct ap_cache *c,
 		uint32_t cn = ap_cache_n(c), need = n - j;
 
 		if (!cn) {
-			if (need > c->size) {
-				rc = ap_fl_pop_chain(&pool->fl, &leases[j].buffer_index,
-						     sizeof(*leases), need, need, AP_FL_LEASED,
-						     &got);
+			if (need > c->size || (pool->fl.shared && need > AP_STEP_WORDS)) {
+				rc = pop_leases(pool, &leases[j], need, ap_cache_recycle);
 				if (rc)
 					goto fail;
-				leases_build(pool, &leases[j], need, ap_cache_recycle);
-				ap_cache_leave(c);
 				return 0;
 			}
 			/* What is missing, and a refill's worth more if there is. */
-			rc = ap_fl_pop_chain(&pool->fl, c->idx, sizeof(uint32_t), need,
+			rc = ap_fl_pop_chain(&pool->fl, c->idx, NULL, sizeof(uint32_t), need,
 					     need + c->batch < c->size ? need + c->batch : c->size,
-					     AP_FL_CACHED, &got);
+					     AP_K_CACHED, &got);
 			if (rc)
 				goto fail;
 			cn = got;
 		}
 		while (cn && j < n) {
-			uint32_t idx = c->idx[--cn];
+			uint32_t idx = c->idx[--cn], gen;
 
-			if (AP_UNLIKELY(!ap_state_cached_to_leased(&next[idx]))) {
+			if (AP_UNLIKELY(!(gen = ap_state_cached_to_leased(&state[idx], me)))) {
 				/* Not cached any more: a copy of it is elsewhere. */
 				ap_fl_count_corruption(&pool->fl, 1);
 				continue;
 			}
-			ap_lease_init(&leases[j++], region, (size_t)idx * bs, bs,
-				      ap_cache_recycle, pool, idx);
+			ap_lease_init_gen(&leases[j++], region, (size_t)idx * bs, bs,
+					  ap_cache_recycle, pool, idx, gen);
 		}
 		ap_cache_set_n(c, cn);
 	}
@@ -88,8 +123,6 @@ AP_EXPORT int asyncpool_acquire_bulk(struct asyncpool *pool, struct asyncpool_le
 				     unsigned int n)
 {
 	struct ap_cache *c = NULL;
-	uint32_t got;
-	int rc;
 
 	/* Refuse before writing: n may not be the length of anything. */
 	if (!leases)
@@ -102,24 +135,15 @@ AP_EXPORT int asyncpool_acquire_bulk(struct asyncpool *pool, struct asyncpool_le
 		c = ap_cache_of(pool);
 	if (c && ap_cache_enter(c))
 		return acquire_bulk_cached(pool, c, leases, n);     /* leaves c */
-	/* No cache, or a flusher has it (pool_cache.h): one CAS for the chain. */
-	rc = ap_fl_pop_chain(&pool->fl, &leases[0].buffer_index, sizeof(*leases), n, n,
-			     AP_FL_LEASED, &got);
-	if (rc) {
-		if (rc == -ENOBUFS && pool->shared)
-			ap_flush_request(pool);
-		memset(leases, 0, (size_t)n * sizeof(*leases));
-		return rc;
-	}
-	leases_build(pool, leases, n, pool->release_fn);
-	return 0;
+	/* No cache, or a flusher has it (pool_cache.h). */
+	return pop_leases(pool, leases, n, pool->release_fn);
 }
 
 /* Whether lease l continues a run of leases of pool with callback fn. */
-static inline bool same_run(const struct asyncpool_lease *l, ap_release_fn *fn,
+static inline bool same_run(const struct asyncpool_lease *l, ap_release_token_fn *fn,
 			    const struct asyncpool *pool)
 {
-	return l->release.fn == fn && l->release.ctx == pool;
+	return ap_release_is(l, fn) && l->release.ctx == pool;
 }
 
 /*
@@ -127,15 +151,19 @@ static inline bool same_run(const struct asyncpool_lease *l, ap_release_fn *fn,
  * for the freelist, or into a cache).  false, counted in *bad, for a
  * buffer that is not leased; false for an index out of range.
  */
-static inline bool run_take(struct asyncpool_lease *l, _Atomic uint32_t *next, uint32_t count,
-			    bool (*move)(_Atomic uint32_t *), uint32_t *bad)
+static inline bool run_take(struct asyncpool_lease *l, struct ap_freelist *fl, bool to_cache,
+			    uint32_t *bad)
 {
 	uint32_t i = l->buffer_index;
+	uint64_t was;
+	bool ok;
 
 	l->release.fn = NULL;
-	if (AP_UNLIKELY(i >= count))
+	if (AP_UNLIKELY(i >= fl->count))
 		return false;
-	if (AP_UNLIKELY(!move(&next[i]))) {
+	ok = to_cache ? ap_state_leased_to_cached(&fl->state[i], l->generation, fl->me) :
+			ap_state_claim_leased(&fl->state[i], l->generation, fl->me, &was);
+	if (AP_UNLIKELY(!ok)) {
 		(*bad)++;
 		return false;
 	}
@@ -151,15 +179,16 @@ static inline bool run_take(struct asyncpool_lease *l, _Atomic uint32_t *next, u
 static unsigned int release_run_fl(struct asyncpool *pool, struct asyncpool_lease *l,
 				   unsigned int n)
 {
-	ap_release_fn *fn = l->release.fn;
-	_Atomic uint32_t *next = pool->fl.next;
+	ap_release_token_fn *fn = ap_release_is(l, ap_cache_recycle) ? ap_cache_recycle :
+				  ap_pool_recycle;
 	uint32_t idx[AP_BULK_CHUNK];
-	uint32_t k = 0, bad = 0, count = pool->fl.count;
+	uint32_t k = 0, bad = 0;
 	unsigned int j;
 
 	for (j = 0; j < n && same_run(&l[j], fn, pool); j++) {
-		if (!run_take(&l[j], next, count, ap_state_claim_leased, &bad))
+		if (!run_take(&l[j], &pool->fl, false, &bad))
 			continue;
+		AP_TEST_AT(AP_TP_RELEASE_CLAIMED);
 		idx[k++] = l[j].buffer_index;
 		if (k == AP_BULK_CHUNK) {
 			(void)ap_fl_push_chain(&pool->fl, idx, k);
@@ -177,8 +206,7 @@ static unsigned int release_run_cache(struct asyncpool *pool, struct asyncpool_l
 				      unsigned int n)
 {
 	struct ap_cache *c = ap_cache_of(pool);
-	_Atomic uint32_t *next = pool->fl.next;
-	uint32_t cn, size, bad = 0, count = pool->fl.count;
+	uint32_t cn, size, bad = 0;
 	unsigned int j;
 
 	if (!c || !ap_cache_enter(c))
@@ -186,7 +214,7 @@ static unsigned int release_run_cache(struct asyncpool *pool, struct asyncpool_l
 	cn = c->n;
 	size = c->size;
 	for (j = 0; j < n && same_run(&l[j], ap_cache_recycle, pool); j++) {
-		if (!run_take(&l[j], next, count, ap_state_leased_to_cached, &bad))
+		if (!run_take(&l[j], &pool->fl, true, &bad))
 			continue;
 		if (AP_UNLIKELY(cn == size)) {
 			ap_cache_set_n(c, cn);
@@ -210,14 +238,13 @@ AP_EXPORT void asyncpool_release_bulk(struct asyncpool_lease *leases, unsigned i
 		return;
 	while (i < n) {
 		struct asyncpool_lease *l = &leases[i];
-		ap_release_fn *fn = l->release.fn;
 
-		if (!fn) {
+		if (!l->release.fn) {
 			i++;
-		} else if (fn == ap_cache_recycle) {
+		} else if (ap_release_is(l, ap_cache_recycle)) {
 			/* A run of leases of the same pool goes back in one step. */
 			i += release_run_cache(l->release.ctx, l, n - i);
-		} else if (fn == ap_pool_recycle) {
+		} else if (ap_release_is(l, ap_pool_recycle)) {
 			i += release_run_fl(l->release.ctx, l, n - i);
 		} else {
 			/* A recv ring or another owner: its own callback. */

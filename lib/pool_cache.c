@@ -57,10 +57,11 @@ static int cache_flush_top(struct ap_cache *c, uint32_t k)
 	uint32_t *v = &c->idx[from];
 
 	for (uint32_t j = 0; j < k; j++) {
-		if (AP_LIKELY(ap_state_uncache(&pool->fl.next[v[j]])))
+		if (AP_LIKELY(ap_state_uncache(&pool->fl.state[v[j]], pool->fl.me)))
 			v[kept++] = v[j];
 		else
 			dropped++;
+		AP_TEST_AT(AP_TP_FLUSH_UNCACHED);
 	}
 	if (AP_UNLIKELY(dropped))
 		ap_fl_count_corruption(&pool->fl, dropped);
@@ -249,22 +250,26 @@ __attribute__((noinline)) void ap_cache_flush_batch(struct ap_cache *c)
 /* Fill an empty cache with up to batch buffers, one CAS. */
 static int cache_refill(struct ap_cache *c)
 {
+	struct asyncpool *pool = c->pool;
 	uint32_t got = 0;
-	int rc = ap_fl_pop_chain(&c->pool->fl, c->idx, sizeof(uint32_t), 1, c->batch,
-				 AP_FL_CACHED, &got);
+	int rc = ap_fl_pop_chain(&pool->fl, c->idx, NULL, sizeof(uint32_t), 1, c->batch,
+				 AP_K_CACHED, &got);
 
+	if (AP_UNLIKELY(rc == -ENOBUFS) && ap_reclaim(pool, true) > 0)
+		rc = ap_fl_pop_chain(&pool->fl, c->idx, NULL, sizeof(uint32_t), 1, c->batch,
+				     AP_K_CACHED, &got);
 	ap_cache_set_n(c, rc ? 0 : got);
 	return rc;
 }
 
 /* Release into the calling thread's cache; c belongs to pool. */
-static void cache_put(struct asyncpool *pool, struct ap_cache *c, uint32_t idx)
+static void cache_put(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, uint32_t gen)
 {
 	uint32_t n;
 
 	if (AP_UNLIKELY(idx >= pool->fl.count))
 		return;
-	if (AP_UNLIKELY(!ap_state_leased_to_cached(&pool->fl.next[idx]))) {
+	if (AP_UNLIKELY(!ap_state_leased_to_cached(&pool->fl.state[idx], gen, pool->fl.me))) {
 		ap_fl_count_bad_release(&pool->fl, 1);
 		return;
 	}
@@ -277,17 +282,18 @@ static void cache_put(struct asyncpool *pool, struct ap_cache *c, uint32_t idx)
 	ap_cache_set_n(c, n + 1);
 }
 
-static __attribute__((noinline)) void cache_recycle_slow(struct asyncpool *pool, uint32_t idx)
+static __attribute__((noinline)) void cache_recycle_slow(struct asyncpool *pool, uint32_t idx,
+							uint32_t gen)
 {
 	struct ap_cache *c = ap_cache_of(pool);
 
 	if (!c || !ap_cache_enter(c)) {
 		/* No cache for this thread (out of memory), or a flusher
 		 * has it: the freelist. */
-		(void)ap_fl_release(&pool->fl, idx);
+		(void)ap_fl_release(&pool->fl, idx, gen);
 		return;
 	}
-	cache_put(pool, c, idx);
+	cache_put(pool, c, idx, gen);
 	ap_cache_leave(c);
 	ap_cache_honour_flush(pool);
 }
@@ -296,15 +302,17 @@ static __attribute__((noinline)) void cache_recycle_slow(struct asyncpool *pool,
  * The release callback of the leases of a pool with caches.  The common
  * case (this thread's cache, a leased buffer, room) needs no stack frame.
  */
-void ap_cache_recycle(void *ctx, uint32_t idx)
+void ap_cache_recycle(void *ctx, uint64_t token)
 {
 	struct asyncpool *pool = ctx;
 	struct ap_cache *c = ap_tc_last;
+	uint32_t idx = AP_TOKEN_INDEX(token), gen = AP_TOKEN_GEN(token);
 
 	if (AP_LIKELY(c->pool == pool && idx < pool->fl.count && ap_cache_enter(c))) {
 		uint32_t n = c->n;
 
-		if (AP_LIKELY(n != c->size && ap_state_leased_to_cached(&pool->fl.next[idx]))) {
+		if (AP_LIKELY(n != c->size &&
+			      ap_state_leased_to_cached(&pool->fl.state[idx], gen, pool->fl.me))) {
 			c->idx[n] = idx;
 			ap_cache_set_n(c, n + 1);
 			ap_cache_leave(c);
@@ -312,23 +320,23 @@ void ap_cache_recycle(void *ctx, uint32_t idx)
 		}
 		ap_cache_leave(c);
 	}
-	cache_recycle_slow(pool, idx);
+	cache_recycle_slow(pool, idx, gen);
 }
 
 /* One try: the calling thread's cache, refilled from the freelist. */
 static int cache_acquire_once(struct asyncpool *pool, struct asyncpool_lease *out)
 {
 	struct ap_cache *c = cache_get(pool, true);
-	uint32_t idx;
+	uint32_t idx, gen;
 	int rc;
 
 	if (AP_UNLIKELY(!c || !ap_cache_enter(c))) {
 		/* No cache for this thread (out of memory), or a flusher
 		 * has it: the freelist. */
-		rc = ap_fl_pop(&pool->fl, AP_FL_LEASED, &idx);
+		rc = ap_fl_pop(&pool->fl, AP_K_LEASED, &idx, &gen);
 		if (rc)
 			return rc;
-		ap_pool_lease(pool, idx, ap_cache_recycle, out);
+		ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);
 		return 0;
 	}
 	for (;;) {
@@ -344,9 +352,9 @@ static int cache_acquire_once(struct asyncpool *pool, struct asyncpool_lease *ou
 		}
 		idx = c->idx[n - 1];
 		ap_cache_set_n(c, n - 1);
-		if (AP_LIKELY(ap_state_cached_to_leased(&pool->fl.next[idx]))) {
+		if (AP_LIKELY((gen = ap_state_cached_to_leased(&pool->fl.state[idx], pool->fl.me)))) {
 			ap_cache_leave(c);
-			ap_pool_lease(pool, idx, ap_cache_recycle, out);
+			ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);
 			return 0;
 		}
 		/* Not cached any more: a copy of it is somewhere else. */

@@ -7,7 +7,7 @@
  * release claims the buffer's state by a CAS on a line no other thread
  * writes, then pushes it; only a refill (the cache is empty) or a flush
  * (it is full) touches the shared head, moving cache_batch buffers with
- * one CAS.  A cached buffer's state is AP_FL_CACHED (buffer_state.h):
+ * one CAS.  A cached buffer's state is CACHED (buffer_state.h):
  * a release of it is refused like a release of a free buffer, and a
  * cache hands out only buffers whose state says cached.
  *
@@ -103,11 +103,14 @@ static inline bool ap_cache_take(struct asyncpool *pool, struct asyncpool_lease 
 		/* n only once inside: a flusher may have emptied it. */
 		if (AP_LIKELY((n = c->n) != 0)) {
 			/* In range: the refill or release that cached it checked it. */
+			uint32_t gen;
+
 			idx = c->idx[n - 1];
-			if (AP_LIKELY(ap_state_cached_to_leased(&pool->fl.next[idx]))) {
+			if (AP_LIKELY((gen = ap_state_cached_to_leased(&pool->fl.state[idx],
+								       pool->fl.me)))) {
 				ap_cache_set_n(c, n - 1);
 				ap_cache_leave(c);
-				ap_pool_lease(pool, idx, ap_cache_recycle, out);
+				ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);
 				return true;
 			}
 		}

@@ -66,11 +66,10 @@ static inline int ap_header_check(const void *mem, size_t size, bool shared,
 	    !ap_offset_ok(copy->next_offset, g.per, g.storage_size, AP_OFF_NEXT))
 		return -EBADMSG;
 	if (shared &&
-	    (!ap_offset_ok(copy->owners_offset, g.per, g.storage_size, g.owners_offset) ||
-	     !ap_offset_ok(copy->attach_offset, (uint64_t)AP_ATTACH_SLOTS * AP_ATTACH_SIZE,
-			   g.storage_size, g.attach_offset)))
+	    !ap_offset_ok(copy->attach_offset, (uint64_t)AP_ATTACH_SLOTS * AP_ATTACH_SIZE,
+			  g.storage_size, g.attach_offset))
 		return -EBADMSG;
-	if (!shared && (copy->owners_offset || copy->attach_offset))
+	if (copy->owners_offset || (!shared && copy->attach_offset))
 		return -EBADMSG;
 	for (size_t i = 0; i < sizeof(copy->reserved) / sizeof(copy->reserved[0]); i++)
 		if (copy->reserved[i])
@@ -83,13 +82,13 @@ static inline int ap_header_check(const void *mem, size_t size, bool shared,
  * says cached.  asyncpool_available() and `asyncpool inspect` both
  * count them so, and count them as available (man asyncpool_available).
  */
-static inline uint32_t ap_count_cached(const _Atomic uint32_t *next, uint32_t count)
+static inline uint32_t ap_count_cached(const _Atomic uint64_t *state, uint32_t count)
 {
 	uint32_t n = 0;
 
 	for (uint32_t j = 0; j < count; j++)
-		n += atomic_load_explicit((_Atomic uint32_t *)&next[j], memory_order_relaxed) ==
-		     AP_FL_CACHED;
+		n += AP_W_KIND(atomic_load_explicit((_Atomic uint64_t *)&state[j],
+						    memory_order_relaxed)) == AP_K_CACHED;
 	return n;
 }
 
@@ -98,11 +97,14 @@ struct ap_audit {
 	uint32_t head_index;
 	uint32_t head_tag;
 	uint32_t free;          /* buffers on the list */
-	uint32_t leased;        /* buffers marked AP_FL_LEASED */
-	uint32_t cached;        /* buffers marked AP_FL_CACHED: in a thread cache */
+	uint32_t leased;        /* buffers marked LEASED */
+	uint32_t cached;        /* buffers marked CACHED: in a thread cache */
 	uint32_t lost;          /* buffers neither on the list, leased nor cached */
 	const char *problem;    /* the first inconsistency, or NULL */
 	uint32_t problem_index; /* the buffer it was seen at, or AP_FL_END */
+	/* per holder (0: none; 1 + attachment slot) */
+	uint32_t held_leased[AP_HOLDER_MASK + 1];
+	uint32_t held_cached[AP_HOLDER_MASK + 1];
 };
 
 static inline void ap_audit_fail(struct ap_audit *a, const char *what, uint32_t at)
@@ -114,13 +116,14 @@ static inline void ap_audit_fail(struct ap_audit *a, const char *what, uint32_t 
 }
 
 /*
- * Walk the freelist from head through next[] (count entries), with seen
- * a zeroed bitmap of count bits.  The walk stops at the first index
- * that is out of range or seen twice, so it takes at most count steps.
- * The list is consistent when every buffer is on it once, leased, or in
- * a thread cache.  Exact only while no one changes the pool.  0 or -EUCLEAN.
+ * Walk the freelist from head through state[] (count entries), with
+ * seen a zeroed bitmap of count bits.  The walk stops at the first index
+ * that is out of range or seen twice, or a word that is not FREE, so it
+ * takes at most count steps.  The list is consistent when every buffer
+ * is on it once, leased, or in a thread cache.  Exact only while no one
+ * changes the pool.  0 or -EUCLEAN.
  */
-static inline int ap_freelist_audit(uint64_t head, const _Atomic uint32_t *next,
+static inline int ap_freelist_audit(uint64_t head, const _Atomic uint64_t *state,
 				    uint32_t count, unsigned char *seen, struct ap_audit *a)
 {
 	uint32_t i = AP_HEAD_INDEX(head), from = AP_FL_END;
@@ -130,10 +133,10 @@ static inline int ap_freelist_audit(uint64_t head, const _Atomic uint32_t *next,
 	a->head_tag = AP_HEAD_TAG(head);
 	a->problem_index = AP_FL_END;
 	while (i != AP_FL_END) {
+		uint64_t w;
+
 		if (i >= count) {
 			ap_audit_fail(a, from == AP_FL_END ? "head index out of range" :
-				      i == AP_FL_LEASED ? "the list reaches a leased buffer" :
-				      i == AP_FL_CACHED ? "the list reaches a cached buffer" :
 				      "next index out of range", from);
 			break;
 		}
@@ -141,21 +144,30 @@ static inline int ap_freelist_audit(uint64_t head, const _Atomic uint32_t *next,
 			ap_audit_fail(a, "the list has a cycle", i);
 			break;
 		}
+		w = atomic_load_explicit((_Atomic uint64_t *)&state[i], memory_order_relaxed);
+		if (AP_W_KIND(w) != AP_K_FREE) {
+			ap_audit_fail(a, AP_W_KIND(w) == AP_K_LEASED ? "the list reaches a leased buffer" :
+				      AP_W_KIND(w) == AP_K_CACHED ? "the list reaches a cached buffer" :
+				      "the list reaches a bad state word", i);
+			break;
+		}
 		seen[i / 8] |= (unsigned char)(1u << (i % 8));
 		a->free++;
 		from = i;
-		i = atomic_load_explicit((_Atomic uint32_t *)&next[i], memory_order_relaxed);
+		i = AP_W_LINK(w);
 	}
 	for (uint32_t j = 0; j < count; j++) {
-		uint32_t v = atomic_load_explicit((_Atomic uint32_t *)&next[j],
+		uint64_t v = atomic_load_explicit((_Atomic uint64_t *)&state[j],
 						  memory_order_relaxed);
 
 		if (seen[j / 8] & (1u << (j % 8)))
 			continue;
-		if (v == AP_FL_LEASED) {
+		if (AP_W_KIND(v) == AP_K_LEASED) {
 			a->leased++;
-		} else if (v == AP_FL_CACHED) {
+			a->held_leased[AP_W_HOLDER(v)]++;
+		} else if (AP_W_KIND(v) == AP_K_CACHED) {
 			a->cached++;
+			a->held_cached[AP_W_HOLDER(v)]++;
 		} else {
 			a->lost++;
 			ap_audit_fail(a, "a buffer is neither free, leased nor cached", j);

@@ -24,7 +24,7 @@ struct asyncpool {
 	struct ap_freelist       fl;
 	size_t                   buffer_size;
 	struct asyncpool_region *region;
-	ap_release_fn           *release_fn;    /* of this pool's leases */
+	ap_release_token_fn     *release_fn;    /* of this pool's leases */
 	struct ap_pool_header   *hdr;
 	void                    *storage;       /* the layout */
 	size_t                   storage_size;
@@ -39,14 +39,24 @@ struct asyncpool {
 	uint32_t                 local_waiters; /* threads waiting here, same lock */
 	_Atomic uint32_t         flush_seen;    /* the last flush request honoured */
 	struct ap_wait_fd       *wait_fd;       /* asyncpool_wait_fd(), pool_wait.c */
+	/* Crash safety (attach.c, reclaim.c): shared pools with a file. */
+	int                      lock_fd;       /* our own open file description, or -1 */
+	uint32_t                 slot;          /* our attachment, if lock_fd >= 0 */
+	uint32_t                 quarantine_ms;
 };
 
-/* A lease on buffer idx of pool, given back through fn. */
-static inline void ap_pool_lease(struct asyncpool *pool, uint32_t idx, ap_release_fn *fn,
-				 struct asyncpool_lease *out)
+/* A lease on buffer idx of pool, generation gen, given back through fn. */
+static inline void ap_pool_lease(struct asyncpool *pool, uint32_t idx, uint32_t gen,
+				 ap_release_token_fn *fn, struct asyncpool_lease *out)
 {
-	ap_lease_init(out, pool->region, (size_t)idx * pool->buffer_size, pool->buffer_size,
-		      fn, pool, idx);
+	ap_lease_init_gen(out, pool->region, (size_t)idx * pool->buffer_size, pool->buffer_size,
+			  fn, pool, idx, gen);
+}
+
+/* The callback of a lease: whether it is one of a pool's. */
+static inline bool ap_release_is(const struct asyncpool_lease *l, ap_release_token_fn *fn)
+{
+	return l->release.fn == (ap_release_fn *)(void (*)(void))fn;
 }
 
 /* pool.c */
@@ -56,10 +66,10 @@ void ap_layout_publish(void *mem);
 void ap_pool_bind(struct asyncpool *pool, void *mem, struct asyncpool_region *r);
 int  ap_pool_check_region(const struct asyncpool_region *r);
 /* The release callback of the leases of a pool without caches. */
-void ap_pool_recycle(void *ctx, uint32_t idx);
+void ap_pool_recycle(void *ctx, uint64_t token);
 
 /* pool_cache.c */
-void ap_cache_recycle(void *ctx, uint32_t idx);
+void ap_cache_recycle(void *ctx, uint64_t token);
 int  ap_cache_acquire_slow(struct asyncpool *pool, struct asyncpool_lease *out);
 int  ap_cache_destroy(struct asyncpool *pool);
 uint32_t ap_cache_count(const struct asyncpool *pool);
@@ -72,5 +82,15 @@ void ap_cache_honour_flush(struct asyncpool *pool);
 
 /* pool_wait.c */
 void ap_wait_fd_close(struct asyncpool *pool);
+
+/* attach.c: attachments and their liveness (OFD locks) */
+int  ap_attach(struct asyncpool *pool, int fd);
+void ap_detach(struct asyncpool *pool);
+struct ap_attach *ap_attach_rec(const struct asyncpool *pool, uint32_t slot);
+/* 1 alive, 0 dead or free, negative errno */
+int  ap_attach_alive(const struct asyncpool *pool, uint32_t slot);
+
+/* reclaim.c */
+int  ap_reclaim(struct asyncpool *pool, bool quiet);
 
 #endif /* ASYNCPOOL_POOL_INTERNAL_H */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The memory layout of a pool's freelist, version 1.  A local pool keeps
+ * The memory layout of a pool's freelist, version 2.  A local pool keeps
  * it on the heap, a shared pool in memory that several processes map, so
  * it holds no pointers: only indices and offsets from its start.
  * man/man7/asyncpool-shared.7 documents it for other implementations.
@@ -8,9 +8,11 @@
  *   0    header            (2 cache lines; magic published last)
  *   128  head line         head word, the wait and flush words
  *   192  counters line     statistics
- *   256  next[]            uint32 per buffer
- *   ...  owners[]          uint32 per buffer, reserved (zero)   shared only
- *   ...  attach[]          AP_ATTACH_SLOTS x 64 bytes, reserved shared only
+ *   256  state[]           uint64 per buffer: link, kind, holder, generation
+ *   ...  attach[]          AP_ATTACH_SLOTS x AP_ATTACH_SIZE bytes  shared only
+ *
+ * Version 1 had uint32 words (a link or a state, no generation, no
+ * holder) and a reserved owners[] array: it is refused (-EPROTONOSUPPORT).
  */
 #ifndef ASYNCPOOL_POOL_LAYOUT_H
 #define ASYNCPOOL_POOL_LAYOUT_H
@@ -20,19 +22,51 @@
 #include <stdint.h>
 
 #define AP_POOL_MAGIC   0x4c4f5041u     /* "APOL" in little-endian memory */
-#define AP_POOL_VERSION 1u
+#define AP_POOL_VERSION 2u
 #define AP_ATTACH_SLOTS 64u
-#define AP_ATTACH_SIZE  64u
+#define AP_ATTACH_SIZE  576u            /* one struct ap_attach */
 
-/* next[] values beyond any index */
-#define AP_FL_END    0xffffffffu        /* end of the list; empty head */
-#define AP_FL_LEASED 0xfffffffeu        /* the buffer is leased */
+/* A link beyond any index: the end of the list; an empty head. */
+#define AP_FL_END    0xffffffffu
+
 /*
- * The buffer is free, in a per-thread cache of one process: off the list
- * (the freelist counts it as leased), but not leased to a user, so that a
- * release of it is refused like a release of a free buffer.
+ * The state word of a buffer (buffer_state.h has the transitions):
+ *
+ *   bits  0-31  link: the next free buffer (or AP_FL_END); kept when the
+ *               buffer is taken, so that a popped chain stays walkable
+ *   bits 32-54  generation: changes on every acquire, never 0 once leased
+ *   bits 55-61  holder: 0 (a local pool, raw shared memory, nobody), or
+ *               1 + the attachment slot that leased, cached or pushed it
+ *   bits 62-63  kind: FREE (on the list, or being pushed or popped),
+ *               LEASED, CACHED (in a per-thread cache of the holder)
+ *
+ * Only a FREE word's link is a link: a walker that meets another kind
+ * re-reads the head.
  */
-#define AP_FL_CACHED 0xfffffffdu
+#define AP_K_FREE    0u
+#define AP_K_LEASED  1u
+#define AP_K_CACHED  2u
+#define AP_K_BAD     3u                 /* never written: corruption */
+
+#define AP_GEN_BITS    23u
+#define AP_GEN_MASK    ((1u << AP_GEN_BITS) - 1)
+#define AP_HOLDER_MASK 0x7fu
+
+#define AP_W_LINK(w)   ((uint32_t)(w))
+#define AP_W_GEN(w)    ((uint32_t)((w) >> 32) & AP_GEN_MASK)
+#define AP_W_HOLDER(w) ((uint32_t)((w) >> 55) & AP_HOLDER_MASK)
+#define AP_W_KIND(w)   ((uint32_t)((w) >> 62))
+#define AP_W_HIGH(w)   ((w) & ~(uint64_t)0xffffffffu)
+#define AP_W_MAKE(kind, holder, gen, link)                                  \
+	(((uint64_t)(kind) << 62) | ((uint64_t)((holder) & AP_HOLDER_MASK) << 55) | \
+	 ((uint64_t)((gen) & AP_GEN_MASK) << 32) | (uint32_t)(link))
+
+/* The generation after g: never 0, the "no generation" of a lease. */
+static inline uint32_t ap_gen_next(uint32_t g)
+{
+	g = (g + 1) & AP_GEN_MASK;
+	return g ? g : 1;
+}
 
 /* The head word: index in the low 32 bits, ABA tag in the high 32. */
 #define AP_HEAD_INDEX(h)      ((uint32_t)(h))
@@ -50,8 +84,8 @@ struct ap_pool_header {
 	uint32_t attach_slots;          /* 0 for local pools */
 	uint64_t head_offset;
 	uint64_t counters_offset;
-	uint64_t next_offset;
-	uint64_t owners_offset;         /* 0 for local pools */
+	uint64_t next_offset;           /* state[] */
+	uint64_t owners_offset;         /* 0 (version 1's owners[]) */
 	uint64_t attach_offset;         /* 0 for local pools */
 	uint64_t reserved[6];           /* zero */
 };
@@ -88,6 +122,55 @@ _Static_assert(sizeof(struct ap_pool_counters) == 64, "counters are one cache li
 #define AP_OFF_COUNTERS 192u
 #define AP_OFF_NEXT     256u
 
+/*
+ * An attachment record: one per pool handle of a process attached to a
+ * shared pool.  Liveness is not in here: it is an OFD lock on byte
+ * AP_LOCK_BASE + slot of the pool's file, which the kernel drops when
+ * the process dies (attach.c).  life: AP_ATT_* in the low 8 bits, an
+ * epoch above, bumped by every attach so that a reused slot is never
+ * taken for its previous owner.
+ *
+ * The in-flight steps: a pop writes the buffers and the words it saw
+ * into a step of its attachment before its CAS on the head, and clears
+ * it after it marked what it took, like a robust futex's
+ * list_op_pending: a survivor reads the steps of a dead process to
+ * finish its pops.  The threads of a process each take a free step
+ * (busy 0 -> 1) for the length of one pop.
+ */
+#define AP_ATT_FREE 0u
+#define AP_ATT_LIVE 1u
+#define AP_ATT_DEAD 2u
+#define AP_ATT_STATE(l) ((uint32_t)(l) & 0xffu)
+#define AP_ATT_EPOCH(l) ((l) >> 8)
+#define AP_ATT_MAKE(state, epoch) (((uint64_t)(epoch) << 8) | (state))
+
+#define AP_STEP_WORDS 14u               /* buffers a shared pop takes per CAS, at most */
+#define AP_STEPS      4u                /* steps per attachment */
+
+struct ap_step {
+	_Atomic uint32_t busy;          /* a thread is using this step */
+	_Atomic uint32_t count;         /* 0: nothing in flight; else words below */
+	_Atomic uint32_t first;         /* the first buffer popped */
+	uint32_t pad;
+	_Atomic uint64_t word[AP_STEP_WORDS]; /* the words the pop saw, in list order */
+};
+
+struct ap_attach {
+	_Atomic uint64_t life;          /* state and epoch */
+	_Atomic uint64_t dead_since;    /* CLOCK_MONOTONIC ns, when found dead */
+	_Atomic uint32_t pid;           /* for display only: not trusted */
+	uint32_t pad0;
+	uint64_t pad[5];                /* zero */
+	struct ap_step step[AP_STEPS];
+};
+
+_Static_assert(sizeof(struct ap_step) == 128, "a step is two cache lines");
+_Static_assert(sizeof(struct ap_attach) == AP_ATTACH_SIZE, "attachment size");
+
+/* OFD lock bytes, far past any data (locks need none). */
+#define AP_LOCK_BASE    ((uint64_t)1 << 40)
+#define AP_LOCK_RECLAIM (AP_LOCK_BASE + AP_ATTACH_SLOTS)
+
 /* The largest buffer_count of a layout (ASYNCPOOL_MAX_BUFFERS). */
 #define AP_MAX_COUNT 0x7ffffffeu
 
@@ -103,9 +186,9 @@ _Static_assert(sizeof(struct ap_pool_counters) == 64, "counters are one cache li
  * all call this.
  */
 struct ap_layout_geometry {
-	uint64_t per;                   /* bytes of next[] and of owners[] */
-	uint64_t next_offset;
-	uint64_t owners_offset;         /* 0 for local pools */
+	uint64_t per;                   /* bytes of state[] */
+	uint64_t next_offset;           /* state[] */
+	uint64_t owners_offset;         /* always 0 since version 2 */
 	uint64_t attach_offset;         /* 0 for local pools */
 	uint64_t storage_size;          /* bytes of the whole layout */
 };
@@ -113,12 +196,12 @@ struct ap_layout_geometry {
 /* false for a count of 0 or beyond AP_MAX_COUNT. */
 static inline bool ap_layout_geometry(uint32_t count, bool shared, struct ap_layout_geometry *g)
 {
-	g->per = ((uint64_t)count * sizeof(uint32_t) + 63) & ~(uint64_t)63;
+	g->per = ((uint64_t)count * sizeof(uint64_t) + 63) & ~(uint64_t)63;
 	g->next_offset = AP_OFF_NEXT;
-	g->owners_offset = shared ? AP_OFF_NEXT + g->per : 0;
-	g->attach_offset = shared ? AP_OFF_NEXT + 2 * g->per : 0;
+	g->owners_offset = 0;
+	g->attach_offset = shared ? AP_OFF_NEXT + g->per : 0;
 	g->storage_size = AP_OFF_NEXT + g->per +
-			  (shared ? g->per + (uint64_t)AP_ATTACH_SLOTS * AP_ATTACH_SIZE : 0);
+			  (shared ? (uint64_t)AP_ATTACH_SLOTS * AP_ATTACH_SIZE : 0);
 	return count != 0 && count <= AP_MAX_COUNT;
 }
 

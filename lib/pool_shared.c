@@ -108,23 +108,66 @@ AP_EXPORT int asyncpool_open_shared(void *mem, size_t size, struct asyncpool_reg
 	return shared_handle(mem, hdr.storage_size, r, out);
 }
 
+/* By index: any generation (the caller vouches for the lease). */
 AP_EXPORT int asyncpool_release_index(struct asyncpool *pool, uint32_t buffer_index)
 {
 	if (!pool)
 		return -EINVAL;
-	return ap_fl_release(&pool->fl, buffer_index);
+	return ap_fl_release(&pool->fl, buffer_index, 0);
+}
+
+static int adopt(struct asyncpool *pool, uint32_t idx, uint32_t gen,
+		 struct asyncpool_lease *out, int stale)
+{
+	uint32_t g;
+
+	if (!out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	if (!pool || idx >= pool->fl.count)
+		return -EINVAL;
+	/* The holder becomes us: the giver's death no longer reclaims it. */
+	if (!ap_state_adopt(&pool->fl.state[idx], gen, pool->fl.me, &g))
+		return stale;
+	ap_pool_lease(pool, idx, g, pool->release_fn, out);
+	return 0;
 }
 
 AP_EXPORT int asyncpool_lease_adopt(struct asyncpool *pool, uint32_t buffer_index,
 				    struct asyncpool_lease *out)
 {
-	if (!out)
+	return adopt(pool, buffer_index, 0, out, -EALREADY);
+}
+
+AP_EXPORT uint64_t asyncpool_lease_token(const struct asyncpool_lease *lease)
+{
+	if (!lease || !lease->generation)
+		return 0;
+	return AP_TOKEN_MAKE(lease->generation, lease->buffer_index);
+}
+
+static bool token_ok(const struct asyncpool *pool, uint64_t token)
+{
+	return pool && AP_TOKEN_GEN(token) && AP_TOKEN_GEN(token) <= AP_GEN_MASK &&
+	       AP_TOKEN_INDEX(token) < pool->fl.count;
+}
+
+AP_EXPORT int asyncpool_release_token(struct asyncpool *pool, uint64_t token)
+{
+	int rc;
+
+	if (!token_ok(pool, token))
 		return -EINVAL;
-	memset(out, 0, sizeof(*out));
-	if (!pool || buffer_index >= pool->fl.count)
+	rc = ap_fl_release(&pool->fl, AP_TOKEN_INDEX(token), AP_TOKEN_GEN(token));
+	return rc == -EALREADY ? -ESTALE : rc;
+}
+
+AP_EXPORT int asyncpool_lease_adopt_token(struct asyncpool *pool, uint64_t token,
+					  struct asyncpool_lease *out)
+{
+	if (out && !token_ok(pool, token)) {
+		memset(out, 0, sizeof(*out));
 		return -EINVAL;
-	if (!ap_state_is_leased(&pool->fl.next[buffer_index]))
-		return -EALREADY;
-	ap_pool_lease(pool, buffer_index, pool->release_fn, out);
-	return 0;
+	}
+	return adopt(pool, AP_TOKEN_INDEX(token), AP_TOKEN_GEN(token), out, -ESTALE);
 }

@@ -108,8 +108,18 @@ static int bundle_build(struct asyncpool_shared *sp, struct asyncpool_proactor *
 	if (rc)
 		return rc;
 	if (create)
-		return asyncpool_create_shared(sp->shm.base, storage, sp->region, &sp->pool);
-	return asyncpool_open_shared(sp->shm.base, storage, sp->region, &sp->pool);
+		rc = asyncpool_create_shared(sp->shm.base, storage, sp->region, &sp->pool);
+	else
+		rc = asyncpool_open_shared(sp->shm.base, storage, sp->region, &sp->pool);
+	if (rc)
+		return rc;
+	/* An attachment of our own (attach.c), then what the dead left. */
+	rc = ap_attach(sp->pool, sp->shm.fd);
+	if (rc)
+		return rc;
+	if (!create)
+		(void)ap_reclaim(sp->pool, true);
+	return 0;
 }
 
 AP_EXPORT int asyncpool_shared_create(const struct asyncpool_shared_options *opts,

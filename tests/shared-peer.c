@@ -229,7 +229,7 @@ static int do_scribble(int fd, unsigned long ms, bool header)
 	struct asyncpool_shm shm;
 	const struct ap_pool_header *h;
 	_Atomic uint64_t *head;
-	_Atomic uint32_t *next;
+	_Atomic uint64_t *next;
 	uint32_t count;
 	uint64_t x = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull | 1, writes = 0, end;
 	char good[128];
@@ -268,7 +268,9 @@ static int do_scribble(int fd, unsigned long ms, bool header)
 				atomic_store_explicit(head, ((x >> 32) << 32) | v,
 						      memory_order_relaxed);
 			else
-				atomic_store_explicit(&next[which], v, memory_order_relaxed);
+				/* a FREE link, or any kind */
+				atomic_store_explicit(&next[which], (x & 0xffffffff00000000ull) |
+						      v, memory_order_relaxed);
 			writes++;
 		}
 		/* now and then a good header again, so that opens get past it */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A freelist that a peer made cyclic is not counted as full (issue 14,
- * finding 9).  A forked peer rewrites next[] of a shared pool (offset
+ * finding 9).  A forked peer rewrites state[] of a shared pool (offset
  * 256 of the layout, asyncpool-shared(7)) into a cycle; then
  * asyncpool_available() and the available field of asyncpool_stats()
  * must count the distinct buffers on the list (the ones an acquire can
@@ -42,9 +42,10 @@ static void peer_rewrite(void *base, uint32_t at, uint32_t to)
 
 	pid = fork_or_bail();
 	if (pid == 0) {
-		uint32_t *next = (uint32_t *)((char *)base + NEXT_OFFSET);
+		/* a FREE state word (layout v2): the link in the low 32 bits */
+		uint64_t *next = (uint64_t *)((char *)base + NEXT_OFFSET);
 
-		__atomic_store_n(&next[at], to, __ATOMIC_RELAXED);
+		__atomic_store_n(&next[at], (uint64_t)to, __ATOMIC_RELAXED);
 		_exit(0);
 	}
 	if (wait_peer(pid) != 0)

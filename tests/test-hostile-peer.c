@@ -64,13 +64,13 @@ int main(void)
 	is_int(asyncpool_acquire(pool, &l), 0, "acquire with the peer gone");
 	bumps = 0;
 	ap_test_hook_before_cas = rewrite_head;
-	is_int(ap_fl_release(&pool->fl, l.buffer_index), -EUCLEAN, "release gives up on a head that never holds still");
+	is_int(ap_fl_release(&pool->fl, l.buffer_index, l.generation), -EUCLEAN, "release gives up on a head that never holds still");
 	ap_test_hook_before_cas = NULL;
 	ok(bumps > 1000 && bumps <= (1ul << 23), "bounded: %lu attempts", bumps);
 	is_int(corruptions(), 2, "a second corruption counted");
-	is_int(atomic_load(&pool->fl.next[l.buffer_index]), AP_FL_LEASED,
+	is_int(AP_W_KIND(atomic_load(&pool->fl.state[l.buffer_index])), AP_K_LEASED,
 	       "the claim was given back: the buffer is still leased");
-	is_int(ap_fl_release(&pool->fl, l.buffer_index), 0, "so a later release succeeds");
+	is_int(ap_fl_release(&pool->fl, l.buffer_index, l.generation), 0, "so a later release succeeds");
 	is_int(asyncpool_available(pool), 4, "all buffers free");
 
 	is_int(asyncpool_destroy(pool) | asyncpool_proactor_destroy(p), 0, "destroy");

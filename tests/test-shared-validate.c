@@ -30,7 +30,7 @@
 static struct asyncpool_proactor *prox;
 static struct asyncpool_region *reg;
 static unsigned char *mem;
-static unsigned char good[8192];
+static unsigned char good[1 << 17];
 static size_t storage;
 
 static uint64_t rnd_state = 0x9e3779b97f4a7c15ull;
@@ -53,9 +53,15 @@ static _Atomic uint64_t *head(void)
 	return (_Atomic uint64_t *)(mem + AP_OFF_HEAD);
 }
 
-static _Atomic uint32_t *next(void)
+static _Atomic uint64_t *next(void)
 {
-	return (_Atomic uint32_t *)(mem + AP_OFF_NEXT);
+	return (_Atomic uint64_t *)(mem + AP_OFF_NEXT);
+}
+
+/* Buffer i's word: FREE with link v. */
+static void set_link(int i, uint32_t v)
+{
+	atomic_store(&next()[i], AP_W_MAKE(AP_K_FREE, 0, 0, v));
 }
 
 static void restore(void)
@@ -98,7 +104,7 @@ static void test_offsets(void)
 	   offsetof(struct ap_pool_header, reserved) == 80,
 	   "header fields at the offsets of asyncpool-shared(7)");
 	ok(!memcmp(good, "APOL", 4), "the magic reads \"APOL\" in memory");
-	is_int(((uint32_t *)good)[1], 1, "layout version 1");
+	is_int(((uint32_t *)good)[1], 2, "layout version 2");
 }
 
 struct field_case {
@@ -130,7 +136,8 @@ static void test_fields(void)
 		{ "magic off by one bit", F(magic), 4, AP_POOL_MAGIC ^ 1, -EPROTO },
 		{ "magic byte-swapped", F(magic), 4, __builtin_bswap32(AP_POOL_MAGIC), -EPROTO },
 		{ "version 0", F(version), 4, 0, -EPROTONOSUPPORT },
-		{ "version 2", F(version), 4, 2, -EPROTONOSUPPORT },
+		{ "version 1 (the layout before generations)", F(version), 4, 1, -EPROTONOSUPPORT },
+		{ "version 3", F(version), 4, 3, -EPROTONOSUPPORT },
 		{ "version 0xffffffff", F(version), 4, 0xffffffff, -EPROTONOSUPPORT },
 		{ "header_size 64", F(header_size), 4, 64, -EBADMSG },
 		{ "header_size 256", F(header_size), 4, 256, -EBADMSG },
@@ -157,7 +164,7 @@ static void test_fields(void)
 		{ "next_offset 0", F(next_offset), 8, 0, -EBADMSG },
 		{ "next_offset past the end", F(next_offset), 8, storage, -EBADMSG },
 		{ "next_offset wraps", F(next_offset), 8, UINT64_MAX - 63, -EBADMSG },
-		{ "owners_offset 0", F(owners_offset), 8, 0, -EBADMSG },
+		{ "owners_offset not 0", F(owners_offset), 8, 64, -EBADMSG },
 		{ "owners_offset misaligned", F(owners_offset), 8, own + 4, -EBADMSG },
 		{ "attach_offset 0", F(attach_offset), 8, 0, -EBADMSG },
 		{ "attach_offset at the end", F(attach_offset), 8, storage, -EBADMSG },
@@ -169,7 +176,7 @@ static void test_fields(void)
 		{ "reserved[4]", F(reserved) + 32, 8, 1, -EBADMSG },
 		{ "reserved[5]", F(reserved) + 40, 8, 1ull << 63, -EBADMSG },
 		{ "head index = buffer_count", AP_OFF_HEAD, 8, AP_HEAD_MAKE(N, 7), -EBADMSG },
-		{ "head index = AP_FL_LEASED", AP_OFF_HEAD, 8, AP_HEAD_MAKE(AP_FL_LEASED, 0), -EBADMSG },
+		{ "head index = AP_FL_END - 1", AP_OFF_HEAD, 8, AP_HEAD_MAKE(AP_FL_END - 1, 0), -EBADMSG },
 	};
 #undef F
 	struct asyncpool *pool;
@@ -328,7 +335,7 @@ static void test_freelist(void)
 	asyncpool_destroy(pool);
 
 	pool = fresh();
-	atomic_store(&next()[1], 0);
+	set_link(1, 0);
 	is_int(asyncpool_check(pool), -EUCLEAN, "check: a cycle 0 -> 1 -> 0");
 	ok(asyncpool_available(pool) <= N, "available: the walk over the cycle is bounded");
 	is_int(drain(pool, &got), -EUCLEAN, "acquire: the cycle ends in -EUCLEAN");
@@ -336,32 +343,32 @@ static void test_freelist(void)
 	asyncpool_destroy(pool);
 
 	pool = fresh();
-	atomic_store(&next()[5], 1000);
+	set_link(5, 1000);
 	is_int(asyncpool_check(pool), -EUCLEAN, "check: next[] out of range");
 	is_int(drain(pool, &got), -EUCLEAN, "acquire: next[] out of range");
 	is_int(got, 5, "after the buffers before it");
 	asyncpool_destroy(pool);
 
 	pool = fresh();
-	atomic_store(&next()[3], AP_FL_LEASED);
+	atomic_store(&next()[3], AP_W_MAKE(AP_K_LEASED, 0, 1, 4));
 	is_int(asyncpool_check(pool), -EUCLEAN, "check: the list reaches a buffer marked leased");
 	is_int(drain(pool, &got), -EUCLEAN, "acquire: it ends in -EUCLEAN");
 	asyncpool_destroy(pool);
 
 	pool = fresh();
-	atomic_store(&next()[2], 4);
+	set_link(2, 4);
 	is_int(asyncpool_check(pool), -EUCLEAN, "check: a lost buffer (neither free nor leased)");
 	asyncpool_destroy(pool);
 
 	pool = fresh();
-	atomic_store(&next()[10], 3);
+	set_link(10, 3);
 	is_int(asyncpool_check(pool), -EUCLEAN, "check: a buffer on the list twice");
 	is_int(drain(pool, &got), -EUCLEAN, "acquire: stops at the repeated buffer");
 	asyncpool_destroy(pool);
 
 	pool = fresh();
 	for (int i = 0; i < N; i++)
-		atomic_store(&next()[i], 0xdeadbeef);
+		atomic_store(&next()[i], 0xdeadbeefdeadbeefull);
 	is_int(asyncpool_check(pool), -EUCLEAN, "check: next[] all garbage");
 	is_int(drain(pool, &got), -EUCLEAN, "acquire: next[] all garbage");
 	is_int(asyncpool_release_index(pool, 7), -EALREADY, "release_index: a buffer not marked leased");
@@ -426,7 +433,7 @@ static void test_inspect(void)
 	snprintf(path, sizeof(path), "/proc/%ld/fd/%d", (long)getpid(), asyncpool_shared_fd(sp));
 	is_int(inspect(path, out, sizeof(out)), 0, "inspect /proc/PID/fd/N: exit 0");
 
-	atomic_store((_Atomic uint32_t *)(base + AP_OFF_NEXT + 4 * 9), 4);
+	atomic_store((_Atomic uint64_t *)(base + AP_OFF_NEXT + 8 * 9), AP_W_MAKE(AP_K_FREE, 0, 0, 4));
 	is_int(inspect(name, out, sizeof(out)), 1, "inspect: a corrupt next[], exit 1");
 	ok(strstr(out, "INCONSISTENT") != NULL, "inspect: says INCONSISTENT");
 	memcpy(base, snap, size);

@@ -157,7 +157,7 @@ static void give(uint32_t id, struct held *h)
 		fail(&st->violations, 0);
 		return;
 	}
-	rc = ap_fl_release(&pool->fl, h->idx);
+	rc = ap_fl_release(&pool->fl, h->idx, 0);
 	if (rc) {
 		fail(&st->errors, rc);
 		return;
@@ -245,14 +245,14 @@ static const char *audit(uint32_t *free_out, uint32_t *leased_out)
 		if (++nfree > pool->fl.count)
 			return "a walk longer than the capacity";
 		seen[i] = 1;
-		i = atomic_load(&pool->fl.next[i]);
-		if (i == AP_FL_LEASED)
+		if (AP_W_KIND(atomic_load(&pool->fl.state[i])) != AP_K_FREE)
 			return "a leased buffer on the list";
+		i = AP_W_LINK(atomic_load(&pool->fl.state[i]));
 	}
 	for (i = 0; i < pool->fl.count; i++) {
-		uint32_t n = atomic_load(&pool->fl.next[i]);
+		uint64_t n = atomic_load(&pool->fl.state[i]);
 
-		if (n == AP_FL_LEASED) {
+		if (AP_W_KIND(n) == AP_K_LEASED) {
 			if (seen[i])
 				return "a buffer both free and leased";
 			nleased++;

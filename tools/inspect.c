@@ -131,7 +131,7 @@ static int report(const char *what, const unsigned char *mem, size_t size)
 		return TOOL_EXIT_FAILURE;
 	}
 	head = atomic_load_explicit((_Atomic uint64_t *)(mem + AP_OFF_HEAD), memory_order_acquire);
-	rc = ap_freelist_audit(head, (const _Atomic uint32_t *)(mem + AP_OFF_NEXT),
+	rc = ap_freelist_audit(head, (const _Atomic uint64_t *)(mem + AP_OFF_NEXT),
 			       h.buffer_count, seen, &a);
 	free(seen);
 	printf("head:            index %" PRIu32 "%s, tag %" PRIu32 "\n", a.head_index,

@@ -83,6 +83,24 @@ int asyncpool_open_shared(void *mem, size_t size, struct asyncpool_region *r,
 int asyncpool_release_index(struct asyncpool *pool, uint32_t buffer_index);
 int asyncpool_lease_adopt(struct asyncpool *pool, uint32_t buffer_index,
 			  struct asyncpool_lease *out);
+/*
+ * Hand-off by token (since 1.1): the index and generation of a lease in
+ * 64 bits.  A release or adoption of a token whose lease is gone (the
+ * buffer was released, reclaimed, or leased again) gives -ESTALE.
+ */
+uint64_t asyncpool_lease_token(const struct asyncpool_lease *lease);
+int asyncpool_release_token(struct asyncpool *pool, uint64_t token);
+int asyncpool_lease_adopt_token(struct asyncpool *pool, uint64_t token,
+				struct asyncpool_lease *out);
+/*
+ * Return to the freelist the buffers of the processes attached to a
+ * shared pool that died (since 1.1): the number that came back, or a
+ * negative errno.  Leased ones only after the quarantine (milliseconds
+ * since the death was first seen; default ASYNCPOOL_QUARANTINE_MS).
+ */
+#define ASYNCPOOL_QUARANTINE_MS 5000u
+int asyncpool_reclaim(struct asyncpool *pool);
+int asyncpool_set_quarantine(struct asyncpool *pool, uint32_t ms);
 /* Audit the freelist: 0, -EUCLEAN (freelist) or -EBADMSG (header). */
 int asyncpool_check(const struct asyncpool *pool);
 

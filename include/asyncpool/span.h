@@ -31,6 +31,13 @@ struct asyncpool_lease {
 	struct asyncpool_span    span;
 	struct asyncpool_recycle release;
 	uint32_t                 buffer_index;
+	/*
+	 * The buffer's generation when this lease was given (pool leases;
+	 * never 0 there), 0 for other leases.  A release of a lease whose
+	 * generation is no longer the buffer's is refused.  Since 1.1: it
+	 * fills what was tail padding, so the size and offsets are unchanged.
+	 */
+	uint32_t                 generation;
 };
 
 static inline struct asyncpool_span
@@ -74,7 +81,13 @@ static inline void asyncpool_lease_release(struct asyncpool_lease *lease)
 		return;
 	fn = lease->release.fn;
 	lease->release.fn = NULL;
-	fn(lease->release.ctx, lease->buffer_index);
+	if (lease->generation)
+		/* A pool's callback takes the whole token: generation, index. */
+		((void (*)(void *, uint64_t))(void (*)(void))fn)(
+			lease->release.ctx,
+			((uint64_t)lease->generation << 32) | lease->buffer_index);
+	else
+		fn(lease->release.ctx, lease->buffer_index);
 }
 
 /* True while the lease object still holds its buffer. */

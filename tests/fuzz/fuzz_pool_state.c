@@ -14,7 +14,7 @@
  *   byte 0        buffer count - 1 (low 4 bits: 1..16 buffers)
  *   byte 1        head index  (see value() below)
  *   byte 2        head tag    (high byte of the 32-bit tag; 0xff wraps)
- *   count bytes   next[i] for each buffer (see value())
+ *   count bytes   state[i] for each buffer (see word())
  *   the rest      operations, one byte each: low 2 bits the kind,
  *                 the high 6 bits its argument
  *
@@ -45,16 +45,27 @@ static void fuzz_fail(const char *what, long value)
 	abort();
 }
 
-/* A byte to a next[] value: mostly indices, some just out of range, and
- * the two sentinels, so that short inputs reach every branch. */
+/* A byte to a link: mostly indices, some just out of range, and the
+ * end, so that short inputs reach every branch. */
 static uint32_t value(uint8_t b, uint32_t count)
 {
 	switch (b) {
 	case 0xff: return AP_FL_END;
-	case 0xfe: return AP_FL_LEASED;
+	case 0xfe: return AP_FL_END - 1;
 	case 0xfd: return 0x80000000u;
 	case 0xfc: return count;
 	default:   return b % (count + 2);
+	}
+}
+
+/* A byte to a state word: a FREE link, or each other kind. */
+static uint64_t word(uint8_t b, uint32_t count)
+{
+	switch (b) {
+	case 0xfe: return AP_W_MAKE(AP_K_LEASED, 0, 1, AP_FL_END);
+	case 0xfb: return AP_W_MAKE(AP_K_CACHED, 0, 1, AP_FL_END);
+	case 0xfa: return AP_W_MAKE(AP_K_BAD, 0, 1, 0);
+	default:   return AP_W_MAKE(AP_K_FREE, 0, 0, value(b, count));
 	}
 }
 
@@ -111,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	atomic_store(&pool->fl.line->head,
 		     AP_HEAD_MAKE(value(data[1], count), (uint32_t)data[2] << 24 | 0xfffffeu));
 	for (uint32_t i = 0; i < count; i++)
-		atomic_store(&pool->fl.next[i], value(data[3 + i], count));
+		atomic_store(&pool->fl.state[i], word(data[3 + i], count));
 
 	for (pos = 3 + count; pos < size; pos++) {
 		uint8_t op = data[pos] & 3, arg = data[pos] >> 2;
@@ -142,12 +153,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				asyncpool_lease_release(&l);
 				break;
 			}
-			rc = ap_fl_release(&pool->fl, l.buffer_index);
+			rc = ap_fl_release(&pool->fl, l.buffer_index, l.generation);
 			if (rc != 0 && rc != -EALREADY && rc != -EUCLEAN)
 				fuzz_fail("release: undocumented errno", rc);
 			break;
 		case 2: /* release any index: double and out-of-range releases */
-			rc = ap_fl_release(&pool->fl, value(arg, count));
+			rc = ap_fl_release(&pool->fl, value(arg, count), 0);
 			if (value(arg, count) >= count ? rc != -EINVAL :
 			    (rc != 0 && rc != -EALREADY && rc != -EUCLEAN))
 				fuzz_fail("release index: wrong errno", rc);

@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Attachments: every handle of a shared pool that has a file (the
+ * bundle of shared_bundle.c) takes one of the AP_ATTACH_SLOTS records of
+ * the layout, and every buffer it leases, caches or pushes carries
+ * 1 + that slot as its holder (buffer_state.h).
+ *
+ * Liveness is an OFD lock (fcntl(2) F_OFD_SETLK) on byte AP_LOCK_BASE +
+ * slot of the pool's file, taken through an open file description of
+ * our own (the file reopened through /proc/self/fd): the kernel drops it
+ * when the last descriptor of that description is closed, so when the
+ * process dies, however it dies.  It names no PID, so PID reuse cannot
+ * make a dead process look alive, and it works across PID namespaces
+ * (containers sharing a memfd).  A pidfd needs the PID to be meaningful
+ * in the checker's namespace; a robust futex list is per thread and is
+ * processed by the kernel only for futex words, not for our records.
+ *
+ * The lock is taken before the record says LIVE, and the record stops
+ * saying LIVE before the lock is dropped, so a LIVE record whose lock
+ * is free is a dead process, never one being born or leaving.
+ */
+#include "pool_internal.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+/* From our own geometry: the header is shared, so untrusted. */
+struct ap_attach *ap_attach_rec(const struct asyncpool *pool, uint32_t slot)
+{
+	struct ap_layout_geometry g;
+
+	(void)ap_layout_geometry(pool->fl.count, true, &g);
+	return (struct ap_attach *)((char *)pool->storage + g.attach_offset) + slot;
+}
+
+static int lock_byte(int fd, int cmd, short type, uint64_t at, struct flock *out)
+{
+	struct flock fl;
+
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = type;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = (off_t)at;
+	fl.l_len = 1;
+	if (fcntl(fd, cmd, &fl) < 0)
+		return -errno;
+	if (out)
+		*out = fl;
+	return 0;
+}
+
+/* Our own open file description of fd's file: an inherited one would
+ * keep a dead parent alive. */
+static int reopen(int fd)
+{
+	char path[64];
+	int lfd;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	lfd = open(path, O_RDWR | O_CLOEXEC);
+	return lfd < 0 ? -errno : lfd;
+}
+
+int ap_attach(struct asyncpool *pool, int fd)
+{
+	int lfd, rc;
+
+	if (!pool->shared || fd < 0)
+		return 0;
+	lfd = reopen(fd);
+	if (lfd < 0)
+		return lfd;
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t s = 0; s < AP_ATTACH_SLOTS; s++) {
+			struct ap_attach *a = ap_attach_rec(pool, s);
+			uint64_t life = atomic_load_explicit(&a->life, memory_order_acquire);
+
+			if (AP_ATT_STATE(life) != AP_ATT_FREE)
+				continue;
+			if (lock_byte(lfd, F_OFD_SETLK, F_WRLCK, AP_LOCK_BASE + s, NULL))
+				continue;       /* a live process has it */
+			if (!atomic_compare_exchange_strong_explicit(
+				    &a->life, &life, AP_ATT_MAKE(AP_ATT_LIVE, AP_ATT_EPOCH(life) + 1),
+				    memory_order_acq_rel, memory_order_relaxed)) {
+				(void)lock_byte(lfd, F_OFD_SETLK, F_UNLCK, AP_LOCK_BASE + s, NULL);
+				continue;
+			}
+			/* A step left busy by a process that died outside a pop. */
+			for (uint32_t k = 0; k < AP_STEPS; k++)
+				if (!atomic_load_explicit(&a->step[k].count, memory_order_relaxed))
+					atomic_store_explicit(&a->step[k].busy, 0, memory_order_relaxed);
+			atomic_store_explicit(&a->pid, (uint32_t)getpid(), memory_order_relaxed);
+			atomic_store_explicit(&a->dead_since, 0, memory_order_relaxed);
+			pool->lock_fd = lfd;
+			pool->slot = s;
+			pool->fl.me = s + 1;
+			pool->fl.att = a;
+			return 0;
+		}
+		/* All taken: the dead ones may free theirs. */
+		pool->lock_fd = lfd;
+		pool->slot = AP_ATTACH_SLOTS;
+		rc = ap_reclaim(pool, true);
+		pool->lock_fd = -1;
+		if (rc <= 0 && pass)
+			break;
+	}
+	close(lfd);
+	return -EUSERS;
+}
+
+void ap_detach(struct asyncpool *pool)
+{
+	struct ap_attach *a;
+	bool holds = false;
+
+	if (pool->lock_fd < 0)
+		return;
+	a = pool->fl.att;
+	/* Leases we still hold (given away by index, or never released)
+	 * come back by a reclaim, after the quarantine. */
+	for (uint32_t i = 0; i < pool->fl.count && !holds; i++) {
+		uint64_t w = ap_state_load(&pool->fl.state[i]);
+
+		holds = AP_W_KIND(w) != AP_K_FREE && AP_W_HOLDER(w) == pool->fl.me;
+	}
+	if (holds) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		atomic_store_explicit(&a->dead_since,
+				      (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
+				      memory_order_relaxed);
+	} else {
+		atomic_store_explicit(&a->pid, 0, memory_order_relaxed);
+	}
+	atomic_store_explicit(&a->life,
+			      AP_ATT_MAKE(holds ? AP_ATT_DEAD : AP_ATT_FREE,
+					  AP_ATT_EPOCH(atomic_load(&a->life))),
+			      memory_order_release);
+	close(pool->lock_fd);
+	pool->lock_fd = -1;
+	pool->fl.att = NULL;
+	pool->fl.me = 0;
+}
+
+int ap_attach_alive(const struct asyncpool *pool, uint32_t slot)
+{
+	struct ap_attach *a = ap_attach_rec(pool, slot);
+	uint64_t life = atomic_load_explicit(&a->life, memory_order_acquire);
+	struct flock fl = { .l_type = F_UNLCK };
+	int rc;
+
+	if (AP_ATT_STATE(life) != AP_ATT_LIVE)
+		return 0;
+	if (pool->lock_fd >= 0 && slot == pool->slot)
+		return 1;
+	if (pool->lock_fd < 0)
+		return -EOPNOTSUPP;
+	rc = lock_byte(pool->lock_fd, F_OFD_GETLK, F_WRLCK, AP_LOCK_BASE + slot, &fl);
+	if (rc)
+		return rc;
+	return fl.l_type != F_UNLCK;
+}
