@@ -15,16 +15,10 @@
 
 #include <asyncpool.h>
 #include "uring-util.h"
+#include "../lib/uring_compat.h"    /* SINGLE_ISSUER, DEFER_TASKRUN */
 
 #define NBUF 4
 #define BS 4096
-
-#ifndef IORING_SETUP_SINGLE_ISSUER
-#define IORING_SETUP_SINGLE_ISSUER (1U << 12)
-#endif
-#ifndef IORING_SETUP_DEFER_TASKRUN
-#define IORING_SETUP_DEFER_TASKRUN (1U << 13)
-#endif
 
 static struct io_uring ring;
 static struct asyncpool_proactor *p;

@@ -14,25 +14,10 @@
 
 #include <asyncpool.h>
 #include "uring-util.h"
+#include "../tools/vm_pin.h"
 
 #define NBUF 8
 #define BS 4096
-
-/* VmPin of this process in KiB, or -1. */
-static long vm_pin_kib(void)
-{
-	char line[256];
-	long v = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmPin: %ld kB", &v) == 1)
-			break;
-	fclose(f);
-	return v;
-}
 
 static void run(const char *mode, bool clone_expected)
 {

@@ -23,8 +23,10 @@
 #include <unistd.h>
 
 #include <asyncpool.h>
+#include "../lib/uring_compat.h"    /* SINGLE_ISSUER, DEFER_TASKRUN */
 #include "net.h"
 #include "tool.h"
+#include "vm_pin.h"
 
 #define TX_BUFS 128u
 #define RX_BUFS 64u
@@ -427,13 +429,6 @@ out:
 
 /* ---- asyncpool demo --rings N: a ring per thread, one shared pool ---- */
 
-#ifndef IORING_SETUP_SINGLE_ISSUER
-#define IORING_SETUP_SINGLE_ISSUER (1U << 12)
-#endif
-#ifndef IORING_SETUP_DEFER_TASKRUN
-#define IORING_SETUP_DEFER_TASKRUN (1U << 13)
-#endif
-
 struct ring_thread {
 	pthread_t tid;
 	struct asyncpool_shared *sp;
@@ -530,22 +525,6 @@ static void *ring_worker(void *arg)
 	if (tx.ring.ring_fd > 0)
 		io_uring_queue_exit(&tx.ring);
 	return NULL;
-}
-
-/* VmPin of this process in KiB (pages pinned for I/O), or -1. */
-static long vm_pin_kib(void)
-{
-	char line[256];
-	long v = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmPin: %ld kB", &v) == 1)
-			break;
-	fclose(f);
-	return v;
 }
 
 int demo_rings(unsigned nrings, size_t bytes, char *why, size_t whylen)
