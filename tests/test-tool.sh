@@ -1,8 +1,8 @@
 #!/bin/sh
 # The asyncpool tool: one exit status rule for every subcommand (0 done,
-# 1 failed, 2 usage error; tools/tool.h and asyncpool(1)), the help, and
-# the bench cases: their names, in order, in the JSON, the help and the
-# manual.
+# 1 failed, 2 usage error; tools/tool.h and asyncpool(1)), the help, the
+# bench cases: their names, in order, in the JSON, the help and the
+# manual; and what demo --dry reports.
 set -u
 tool="${top_builddir:-.}/tools/asyncpool"
 man1="${top_srcdir:-.}/man/man1/asyncpool.1"
@@ -30,7 +30,7 @@ is() { # DESCRIPTION CONDITION...
 cases="pool pool-cached pool-threads pool-cached-threads handoff handoff-cached
 bulk32 bulk32-cached shared-2proc shared-2proc-cached wake-threads wake-2proc mutex-baseline
 mutex-baseline-threads cas2-baseline handoff-queue-baseline"
-echo "1..20"
+echo "1..28"
 
 check "asyncpool without a command" 2 "$tool"
 check "asyncpool with an unknown command" 2 "$tool" frobnicate
@@ -73,3 +73,27 @@ esac
 check "bench --sweep --help" 0 "$tool" bench --sweep --help
 sed -n '/^\.SH EXIT STATUS/,/^\.SH /p' "$man1" | grep '^\.B [0-9]$' | tr -d '\n' > "$tmp/status"
 is "asyncpool(1) EXIT STATUS lists 0, 1 and 2" test "$(cat "$tmp/status")" = ".B 0.B 1.B 2"
+
+# demo --dry: 8 streams through a recv ring of 8 buffers that runs dry;
+# every -ENOBUFS end is re-armed and every byte arrives (4 MiB in all).
+check "demo --dry" 0 "$tool" demo --dry --mib 4
+if [ "$(tail -n 1 "$tmp/out")" = SKIPPED ]; then
+	for i in 1 2 3 4 5 6 7; do
+		n=$((n + 1)); echo "ok $n # SKIP demo --dry: $(cat "$tmp/err")"
+	done
+else
+	out=$tmp/out
+	dry=$(sed -n 's/^ring ran dry: \([0-9]*\) times (region stats: \1)$/\1/p' "$out")
+	is "demo --dry: every stream complete" grep -qx 'streams: 8 of 8 complete' "$out"
+	is "demo --dry: every byte, none wrong" \
+		grep -qx 'bytes: 4194304 of 4194304 received, 0 bad' "$out"
+	is "demo --dry: the ring ran dry (${dry:-?} times), as the region counted" \
+		test "${dry:-0}" -gt 0
+	is "demo --dry: one re-arm per -ENOBUFS end" \
+		grep -qx "re-arms after -ENOBUFS: ${dry:-x}" "$out"
+	is "demo --dry: no stream ended by -ENOBUFS without re-arm, none otherwise" \
+		sh -c 'grep -qx "streams ended by -ENOBUFS without re-arm: 0" "$1" &&
+		       grep -qx "re-arms after other ends: 0" "$1"' sh "$out"
+	is "demo --dry: every buffer back in the ring" grep -qx 'ring: 8/8 buffers back' "$out"
+	is "demo --dry: ok" test "$(tail -n 1 "$out")" = ok
+fi

@@ -60,6 +60,7 @@ int cmd_demo(int argc, char **argv)
 		{ "mib", required_argument, NULL, 'm' },
 		{ "memory", no_argument, NULL, 'M' },
 		{ "rings", required_argument, NULL, 'r' },
+		{ "dry", no_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -69,27 +70,40 @@ int cmd_demo(int argc, char **argv)
 	struct asyncpool *pool;
 	struct demo_thread *t;
 	uint64_t start, ns;
-	unsigned long mib = 256;
-	bool memory = false;
+	unsigned long mib = 0;          /* 0: the default of the demo chosen */
+	bool memory = false, dry = false;
 	unsigned rings = 0;
 	char why[256] = "";
 	int c, rc;
 
-	while ((c = getopt_long(argc, argv, "t:n:m:Mr:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:n:m:Mr:dh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 't': threads = (unsigned)tool_number("--threads", optarg, 256); break;
 		case 'n': ops = tool_number("--ops", optarg, 1ul << 32); break;
 		case 'm': mib = tool_number("--mib", optarg, 1ul << 20); break;
 		case 'M': memory = true; break;
 		case 'r': rings = (unsigned)tool_number("--rings", optarg, 64); break;
+		case 'd': dry = true; break;
 		case 'h':
 			puts("Usage: asyncpool demo [--mib N] [--memory] [--threads N] [--ops N]\n"
-			     "       asyncpool demo --rings N [--mib N]");
+			     "       asyncpool demo --rings N [--mib N]\n"
+			     "       asyncpool demo --dry [--mib N]");
 			return TOOL_EXIT_OK;
 		default:
 			return TOOL_EXIT_USAGE;
 		}
 	}
+
+	/* Multishot receives that outlive a recv ring running dry. */
+	if (dry) {
+		rc = demo_dry((size_t)(mib ? mib : 16) << 20, why, sizeof(why));
+		if (rc != DEMO_URING_OK)
+			fprintf(stderr, "asyncpool demo: %s\n", why);
+		puts(rc == DEMO_URING_OK ? "ok" : rc == DEMO_URING_REFUSED ? "SKIPPED" : "FAILED");
+		return rc == DEMO_URING_FAILED ? TOOL_EXIT_FAILURE : TOOL_EXIT_OK;
+	}
+	if (!mib)
+		mib = 256;
 
 	/* N threads, a ring each, sending from one shared pool. */
 	if (rings) {

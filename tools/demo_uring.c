@@ -25,6 +25,7 @@
 #include <asyncpool.h>
 #include "../lib/uring_compat.h"    /* SINGLE_ISSUER, DEFER_TASKRUN */
 #include "net.h"
+#include "pattern.h"
 #include "tool.h"
 #include "vm_pin.h"
 
@@ -32,46 +33,6 @@
 #define RX_BUFS 64u
 #define CHUNK (64u * 1024)
 #define CHAIN 32u
-
-/* The 8-byte word at stream offset 8w: cheap to make and to check. */
-static inline uint64_t word_at(uint64_t w)
-{
-	return (w + 1) * 0x9e3779b97f4a7c15ull;
-}
-
-static void fill(unsigned char *d, size_t pos, size_t len)
-{
-	for (size_t k = 0; k < len; k += 8) {
-		uint64_t v = word_at((pos + k) / 8);
-
-		memcpy(d + k, &v, 8);
-	}
-}
-
-/* Bytes of d[0..len) that differ from the stream at pos. */
-static size_t check(const unsigned char *d, size_t pos, size_t len)
-{
-	size_t bad = 0, k = 0;
-
-	for (; k < len && (pos + k) % 8; k++) {
-		uint64_t v = word_at((pos + k) / 8);
-
-		bad += d[k] != ((const unsigned char *)&v)[(pos + k) % 8];
-	}
-	for (; k + 8 <= len; k += 8) {
-		uint64_t v;
-
-		memcpy(&v, d + k, 8);
-		if (v != word_at((pos + k) / 8))
-			bad += 8;
-	}
-	for (; k < len; k++) {
-		uint64_t v = word_at((pos + k) / 8);
-
-		bad += d[k] != ((const unsigned char *)&v)[(pos + k) % 8];
-	}
-	return bad;
-}
 
 struct receiver {
 	struct io_uring ring;
@@ -122,7 +83,7 @@ static void *rx_run(void *arg)
 					eof = true;
 					break;
 				}
-				rx->bad += check(asyncpool_span_ptr(l.span), rx->got, l.span.length);
+				rx->bad += pattern_check(asyncpool_span_ptr(l.span), rx->got, l.span.length);
 				rx->got += l.span.length;
 				rx->leases++;
 				asyncpool_lease_release(&l);
@@ -201,7 +162,7 @@ static int tx_zc(struct sender *tx, int fd, size_t bytes)
 
 			if (asyncpool_acquire(tx->pool, &ready[nready]))
 				break;
-			fill(asyncpool_span_ptr(ready[nready].span), filled, len);
+			pattern_fill(asyncpool_span_ptr(ready[nready].span), filled, len);
 			len_of[nready++] = len;
 			filled += len;
 		}
@@ -258,7 +219,7 @@ static int tx_copy(struct sender *tx, int fd, size_t bytes)
 		if (rc)
 			return rc;
 		d = asyncpool_span_ptr(l.span);
-		fill(d, pos, len);
+		pattern_fill(d, pos, len);
 		while (off < len) {
 			ssize_t w = send(fd, d + off, len - off, MSG_NOSIGNAL);
 
@@ -311,8 +272,8 @@ static double run(struct sender *tx, struct receiver *rx, bool zc, size_t bytes,
 	return (double)bytes / (double)(rx->done_ns - start);
 }
 
-static struct asyncpool_region *region(struct asyncpool_proactor *p, uint32_t count,
-				       uint32_t access, int *rc)
+struct asyncpool_region *demo_region(struct asyncpool_proactor *p, size_t size, uint32_t count,
+				     uint32_t access, int *rc)
 {
 	struct asyncpool_slab_options o;
 	struct asyncpool_slab *s;
@@ -320,7 +281,7 @@ static struct asyncpool_region *region(struct asyncpool_proactor *p, uint32_t co
 
 	memset(&o, 0, sizeof(o));
 	o.size = sizeof(o);
-	o.buffer_size = CHUNK;
+	o.buffer_size = size;
 	o.buffer_count = count;
 	o.numa_node = -1;
 	o.flags = ASYNCPOOL_SLAB_POPULATE;
@@ -368,13 +329,13 @@ int demo_uring(size_t bytes, char *why, size_t whylen)
 
 	rc = asyncpool_proactor_create_uring(&tx.ring, 0, &tx.p);
 	if (!rc)
-		tx.r = region(tx.p, TX_BUFS, ASYNCPOOL_ACCESS_READ, &rc);
+		tx.r = demo_region(tx.p, CHUNK, TX_BUFS, ASYNCPOOL_ACCESS_READ, &rc);
 	if (!rc)
 		rc = asyncpool_create(tx.r, &tx.pool);
 	if (!rc)
 		rc = asyncpool_proactor_create_uring(&rx.ring, 0, &rx.p);
 	if (!rc)
-		rx.r = region(rx.p, RX_BUFS, ASYNCPOOL_ACCESS_WRITE, &rc);
+		rx.r = demo_region(rx.p, CHUNK, RX_BUFS, ASYNCPOOL_ACCESS_WRITE, &rc);
 	if (rc) {
 		snprintf(why, whylen, "cannot register buffers: %s", strerror(-rc));
 		result = rc == -EOPNOTSUPP || rc == -EPERM || rc == -ENOSYS ?
@@ -464,7 +425,7 @@ static void *ring_reader(void *arg)
 				t->err = -errno;
 			break;
 		}
-		t->bad += check(buf, t->got, (size_t)n);
+		t->bad += pattern_check(buf, t->got, (size_t)n);
 		t->got += (size_t)n;
 		if (t->got == t->bytes)
 			t->done_ns = tool_now_ns();

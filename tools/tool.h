@@ -36,6 +36,11 @@ enum { DEMO_URING_OK, DEMO_URING_FAILED, DEMO_URING_REFUSED };
 int demo_uring(size_t bytes, char *why, size_t whylen);
 /* A ring per thread (SINGLE_ISSUER), SEND_ZC from one shared pool. */
 int demo_rings(unsigned nrings, size_t bytes, char *why, size_t whylen);
+/* demo_dry.c: multishot receives that outlive a recv ring running dry. */
+int demo_dry(size_t bytes, char *why, size_t whylen);
+/* A prefaulted slab of count x size bytes registered on p for access. */
+struct asyncpool_region *demo_region(struct asyncpool_proactor *p, size_t size, uint32_t count,
+				     uint32_t access, int *rc);
 
 /* Monotonic time in nanoseconds. */
 static inline uint64_t tool_now_ns(void)
