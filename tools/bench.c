@@ -174,6 +174,9 @@ struct bench_case {
 #define BENCH_PER_LEASE 4u      /* one op per lease handed over, not per thread */
 #define BENCH_PROCESSES 8u      /* a shared pool in two processes (bench_shared.c) */
 #define BENCH_WAKE 16u          /* wake-up latency of a waiter (bench_wait.c) */
+#define BENCH_CONTEND 32u       /* a pool too small, retries counted (bench_contend.c) */
+#define BENCH_SPINS 64u         /* BENCH_CONTEND: retry -ENOBUFS with sched_yield() */
+#define BENCH_WAITS 128u        /* BENCH_CONTEND: sleep in asyncpool_acquire_wait() */
 
 static volatile uint64_t sink;
 
@@ -285,6 +288,16 @@ static const struct bench_case cases[] = {
 	  NULL, 2, BENCH_WAKE },
 	{ "wake-2proc", "a release wakes a process in asyncpool_acquire_wait",
 	  NULL, 2, BENCH_WAKE | BENCH_PROCESSES },
+	{ "contend-spin", "4 threads, 2 buffers of 4 KiB: retry -ENOBUFS with sched_yield",
+	  NULL, 4, BENCH_CONTEND | BENCH_SPINS },
+	{ "contend-wait", "4 threads, 2 buffers of 4 KiB: sleep in asyncpool_acquire_wait",
+	  NULL, 4, BENCH_CONTEND | BENCH_WAITS },
+	{ "contend-baseline", "4 threads, 4 buffers of 4 KiB: nobody waits",
+	  NULL, 4, BENCH_CONTEND },
+	{ "handoff-2proc-spin", "a process hands buffers to another by token, retrying on -ENOBUFS",
+	  NULL, 2, BENCH_CONTEND | BENCH_PROCESSES | BENCH_SPINS },
+	{ "handoff-2proc-wait", "the same, sleeping in asyncpool_acquire_wait",
+	  NULL, 2, BENCH_CONTEND | BENCH_PROCESSES | BENCH_WAITS },
 	{ "mutex-baseline", "a stack of indices under one pthread mutex",
 	  body_mutex, 1, BENCH_NO_POOL },
 	{ "mutex-baseline-threads", "the same, on every thread", body_mutex, 0, BENCH_NO_POOL },
@@ -375,13 +388,20 @@ static void measure(struct run *r, unsigned reps, struct bench_result *out)
 static void print_table(const struct bench_result *res, size_t n, unsigned reps)
 {
 	printf("%-22s %7s %10s %10s %10s %12s\n", "case", "threads", "ns/op", "min", "max", "Mops/s");
-	for (size_t i = 0; i < n; i++)
-		printf("%-22s %7u %10.2f %10.2f %10.2f %12.2f\n", res[i].name, res[i].threads,
+	for (size_t i = 0; i < n; i++) {
+		printf("%-22s %7u %10.2f %10.2f %10.2f %12.2f", res[i].name, res[i].threads,
 		       res[i].ns[0], res[i].ns[1], res[i].ns[2], res[i].mops[0]);
+		if (res[i].extra2_name)
+			printf("  %s %.0f %s %.1f", res[i].extra_name, res[i].extra,
+			       res[i].extra2_name, res[i].extra2);
+		printf("\n");
+	}
 	printf("(medians of %u repetitions; one op is an acquire+release pair;\n"
 	       " bulk32: per buffer; handoff: per lease, acquired by one thread, released by the other;\n"
 	       " wake-*: ns from a release to the return of the waiter's asyncpool_acquire_wait(),\n"
-	       " 2000 wake-ups: ns/op the median, min the minimum, max the 99th percentile)\n",
+	       " 2000 wake-ups: ns/op the median, min the minimum, max the 99th percentile;\n"
+	       " contend-*: ops/20 acquire+hold+release per thread, retries per repetition;\n"
+	       " handoff-2proc-*: one run of ops/10 messages, ns/op per message)\n",
 	       reps);
 }
 
@@ -400,6 +420,8 @@ static void print_json(const struct bench_result *res, size_t n, unsigned reps, 
 			printf(",\"buffers\":%lu", res[i].buffers);
 		if (res[i].extra_name)
 			printf(",\"%s\":%.3f", res[i].extra_name, res[i].extra);
+		if (res[i].extra2_name)
+			printf(",\"%s\":%.3f", res[i].extra2_name, res[i].extra2);
 		printf("}");
 	}
 	printf("]}\n");
@@ -595,6 +617,20 @@ static size_t run_cases(struct run *r, struct asyncpool *const pools[2], uint32_
 
 		memset(&res[n], 0, sizeof(res[n]));
 		res[n].name = c->name;
+		if (c->flags & BENCH_CONTEND) {
+			unsigned long k = r->ops / 20 ? r->ops / 20 : 1;
+			int rc = c->flags & BENCH_PROCESSES ?
+				 bench_handoff_2proc(c->flags & BENCH_WAITS, 2 * k, &res[n]) :
+				 bench_contend(c->flags & BENCH_WAITS ? CONTEND_WAIT :
+					       c->flags & BENCH_SPINS ? CONTEND_SPIN : CONTEND_BASELINE,
+					       k, reps, &res[n]);
+
+			if (rc)
+				fprintf(stderr, "asyncpool bench: %s: %s\n", c->name, strerror(-rc));
+			else
+				n++;
+			continue;
+		}
 		if (c->flags & BENCH_WAKE) {
 			int rc = bench_wake(c->flags & BENCH_PROCESSES, 2000, &res[n]);
 

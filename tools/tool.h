@@ -88,6 +88,8 @@ struct bench_result {
 	unsigned long buffers;  /* --sweep: pool size, else 0 */
 	const char *extra_name; /* one more JSON field, or NULL */
 	double extra;
+	const char *extra2_name; /* and another, or NULL */
+	double extra2;
 };
 
 void bench_summarize(struct bench_result *out, const uint64_t *elapsed, unsigned reps,
@@ -98,6 +100,12 @@ int bench_shared(uint32_t buffers, uint32_t cache, unsigned long ops, unsigned r
 
 /* tools/bench_wait.c: wake-up latency of asyncpool_acquire_wait(). */
 int bench_wake(bool processes, unsigned rounds, struct bench_result *out);
+
+/* tools/bench_contend.c: a pool too small for its users, with retries counted. */
+enum bench_contend_kind { CONTEND_BASELINE, CONTEND_SPIN, CONTEND_WAIT };
+int bench_contend(enum bench_contend_kind kind, unsigned long ops, unsigned reps,
+		  struct bench_result *out);
+int bench_handoff_2proc(bool wait, unsigned long msgs, struct bench_result *out);
 
 /* Parse a positive decimal number, or exit TOOL_EXIT_USAGE with a message. */
 unsigned long tool_number(const char *opt, const char *arg, unsigned long max);
