@@ -2,6 +2,9 @@
 /*
  * 8 threads x 1M acquire/release on one pool, with an ownership check:
  * each holder writes its id into the buffer and checks it before release.
+ * Beside them, waiters (tests/waiters.h) hold 8, 7 and 1 buffers at a
+ * time with asyncpool_acquire_wait(): with the workers that is more than
+ * the 16 buffers, so they wait, woken by the workers' releases.
  */
 #include "config.h"
 
@@ -11,10 +14,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <asyncpool.h>
 #include "tap.h"
 #include "testutil.h"
+#include "waiters.h"
 
 #define THREADS 8
 #define BUFFERS 16
@@ -56,22 +61,35 @@ int main(int argc, char **argv)
 {
 	struct asyncpool_proactor *p;
 	struct asyncpool_stats st;
+	struct asyncpool_lease all[BUFFERS];
+	struct waiters ws;
 	pthread_t t[THREADS];
 
+	alarm(300);     /* a lost wake-up hangs a waiter: fail, do not hang */
 	iterations = stress_iterations(iterations);
 	if (asyncpool_proactor_create_memory(&p))
 		bail_out("proactor");
 	pool = make_pool(p, 64, BUFFERS, 0);
 
+	/* The waiters start on an empty pool. */
+	for (int i = 0; i < BUFFERS; i++)
+		if (asyncpool_acquire(pool, &all[i]))
+			bail_out("acquire %d", i);
+	waiters_start(&ws, pool, 8, 7, (unsigned long)iterations);
 	for (uintptr_t i = 0; i < THREADS; i++)
 		pthread_create(&t[i], NULL, worker, (void *)(i + 1));
+	for (int i = 0; i < BUFFERS; i++)
+		asyncpool_lease_release(&all[i]);
 	for (int i = 0; i < THREADS; i++)
 		pthread_join(t[i], NULL);
+	waiters_finish(&ws);
 	diag("%d threads x %ld acquire/release on %d buffers; %ld empty retries",
 	     THREADS, iterations, BUFFERS, atomic_load(&empties));
 	is_int(atomic_load(&violations), 0, "no buffer was held by two threads at once");
 	is_int(atomic_load(&others), 0, "no error but -ENOBUFS");
+	waiters_assert(&ws);
 	is_int(asyncpool_available(pool), BUFFERS, "available == capacity at the end");
+	is_int(asyncpool_check(pool), 0, "the freelist audit is clean");
 	st.size = sizeof(st);
 	asyncpool_stats(pool, &st);
 	is_int(st.bad_releases, 0, "no bad release");

@@ -8,6 +8,11 @@
  * iterations per process.  The rates printed by diag() set the
  * cross-process throughput beside the same loop in 4 threads of one
  * process; nothing is asserted about time.
+ *
+ * Waiters (tests/waiters.h) run in this process meanwhile, holding 32,
+ * 31 and 1 buffers at a time with asyncpool_acquire_wait(): with the 4
+ * processes that is more than the 64 buffers, so they wait, and the
+ * releases that wake them come from the other processes.
  */
 #include "config.h"
 
@@ -22,6 +27,7 @@
 #include <asyncpool.h>
 #include "tap.h"
 #include "shared-common.h"
+#include "waiters.h"
 
 #define PROCS 4
 #define N 64
@@ -107,11 +113,18 @@ int main(void)
 	char arg[32];
 	int opened = 0, reported = 0, exited = 0;
 	uint64_t wrong = 0, errors = 0, empty = 0;
+	struct asyncpool_lease all[N];
+	struct waiters ws;
 
-	plan(14);
+	alarm(300);     /* a lost wake-up hangs a waiter: fail, do not hang */
+	plan(14 + WAITERS_TESTS);
 	shared_options(&o, BS, N);
 	is_int(asyncpool_shared_create(&o, &sp), 0, "a shared pool of 64 buffers");
 	pool = asyncpool_shared_pool(sp);
+	/* The waiters start on an empty pool. */
+	for (int i = 0; i < N; i++)
+		if (asyncpool_acquire(pool, &all[i]))
+			bail_out("acquire %d", i);
 
 	snprintf(arg, sizeof(arg), "%lu", n);
 	for (int i = 0; i < PROCS; i++) {
@@ -125,13 +138,18 @@ int main(void)
 			opened++;
 	}
 	is_int(opened, PROCS, "%d processes opened it", PROCS);
+	waiters_start(&ws, pool, 32, 31, n);
 	t0 = now_ns();
 	for (int i = 0; i < PROCS; i++)
 		write_full(sock[i], "g", 1);
+	for (int i = 0; i < N; i++)
+		asyncpool_lease_release(&all[i]);
 	for (int i = 0; i < PROCS; i++)
 		if (read_full(sock[i], res[i], sizeof(res[i])) == 0)
 			reported++;
 	t1 = now_ns();
+	waiters_finish(&ws);
+	waiters_assert(&ws);
 	for (int i = 0; i < PROCS; i++) {
 		if (wait_peer(pid[i]) == 0)
 			exited++;
