@@ -146,23 +146,29 @@ int bench_contend(enum bench_contend_kind kind, unsigned long ops, unsigned reps
 	return 0;
 }
 
-/* The consumer: every token the socket brings, adopted, checked, released. */
-static int handoff_consume(struct asyncpool *pool, int rfd, unsigned long msgs)
+/* The consumer process: every token the socket brings, adopted, checked
+ * and released, on its own handle; its exit status. */
+static int handoff_consume(struct tool_shared_pool *t, int fds[2], unsigned long msgs)
 {
+	struct asyncpool *mine;
+
+	close(fds[1]);
+	if (asyncpool_open_shared(t->layout_mem, t->layout, t->r, &mine))
+		return 1;
 	for (unsigned long i = 0; i < msgs; i++) {
 		uint64_t token, *d;
 		struct asyncpool_lease l;
 
-		if (recv(rfd, &token, sizeof(token), MSG_WAITALL) != sizeof(token))
+		if (recv(fds[0], &token, sizeof(token), MSG_WAITALL) != sizeof(token))
 			return 2;
-		if (asyncpool_lease_adopt_token(pool, token, &l))
+		if (asyncpool_lease_adopt_token(mine, token, &l))
 			return 3;
 		d = asyncpool_span_ptr(l.span);
 		if (*d != i)
 			return 4;
 		asyncpool_lease_release(&l);
 	}
-	return 0;
+	return asyncpool_destroy(mine) ? 5 : 0;
 }
 
 int bench_handoff_2proc(bool wait, unsigned long msgs, struct bench_result *out)
@@ -182,18 +188,11 @@ int bench_handoff_2proc(bool wait, unsigned long msgs, struct bench_result *out)
 	}
 	start = tool_now_ns();
 	pid = fork();
+	if (pid == 0)
+		_exit(handoff_consume(&t, fds, msgs));
 	if (pid < 0) {
 		rc = -errno;
 		goto out;
-	}
-	if (pid == 0) {
-		struct asyncpool *mine;
-
-		if (asyncpool_open_shared(t.layout_mem, t.layout, t.r, &mine))
-			_exit(1);
-		close(fds[1]);
-		rc = handoff_consume(mine, fds[0], msgs);
-		_exit(rc ? rc : asyncpool_destroy(mine) ? 5 : 0);
 	}
 	close(fds[0]);
 	fds[0] = -1;
