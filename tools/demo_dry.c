@@ -97,32 +97,39 @@ static void *dry_send(void *arg)
 	return NULL;
 }
 
+/* The oldest lease handed over and its due time; false once stopped and empty. */
+static bool dry_oldest(struct dry_releaser *rel, struct asyncpool_lease *l, struct timespec *due)
+{
+	bool any;
+
+	pthread_mutex_lock(&rel->lock);
+	while (!rel->count && !rel->stop)
+		pthread_cond_wait(&rel->cond, &rel->lock);
+	any = rel->count != 0;
+	if (any) {
+		*l = rel->q[rel->head].l;
+		due->tv_sec = (time_t)(rel->q[rel->head].due / 1000000000u);
+		due->tv_nsec = (long)(rel->q[rel->head].due % 1000000000u);
+	}
+	pthread_mutex_unlock(&rel->lock);
+	return any;
+}
+
 static void *dry_release(void *arg)
 {
 	struct dry_releaser *rel = arg;
+	struct asyncpool_lease l;
+	struct timespec due;
 
-	pthread_mutex_lock(&rel->lock);
-	for (;;) {
-		struct asyncpool_lease l;
-		struct timespec due;
-
-		while (!rel->count && !rel->stop)
-			pthread_cond_wait(&rel->cond, &rel->lock);
-		if (!rel->count)
-			break;
-		l = rel->q[rel->head].l;
-		due.tv_sec = (time_t)(rel->q[rel->head].due / 1000000000u);
-		due.tv_nsec = (long)(rel->q[rel->head].due % 1000000000u);
-		pthread_mutex_unlock(&rel->lock);
+	while (dry_oldest(rel, &l, &due)) {
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) == EINTR)
 			;
 		asyncpool_lease_release(&l);    /* back in the ring: wakes the receiver */
 		pthread_mutex_lock(&rel->lock);
 		rel->head = (rel->head + 1) % DRY_BUFS;
 		rel->count--;
-		pthread_cond_broadcast(&rel->cond);
+		pthread_mutex_unlock(&rel->lock);
 	}
-	pthread_mutex_unlock(&rel->lock);
 	return NULL;
 }
 
