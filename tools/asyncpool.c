@@ -19,7 +19,10 @@ static void usage(FILE *f)
 	      "          (--memory, or where io_uring is refused: threads acquire,\n"
 	      "          fill, verify and release buffers of a memory pool)\n"
 	      "  bench   measure acquire+release against a mutex baseline\n"
-	      "  inspect print and check a shared pool: inspect NAME|FD-PATH\n"
+	      "  inspect print and check a shared pool and its attachments:\n"
+	      "          inspect [--json] NAME|FD-PATH\n"
+	      "  reclaim give back what dead processes held in a shared pool:\n"
+	      "          reclaim [--quarantine MS] NAME|FD-PATH\n"
 	      "\n"
 	      "Options:\n"
 	      "  -h, --help     show this help\n"
@@ -73,18 +76,23 @@ void tool_memory_pool_free(struct asyncpool_proactor *p, struct asyncpool *pool)
 	asyncpool_proactor_destroy(p);
 }
 
-unsigned long tool_number(const char *opt, const char *arg, unsigned long max)
+unsigned long tool_range(const char *opt, const char *arg, unsigned long min, unsigned long max)
 {
 	char *end;
 	unsigned long v;
 
 	errno = 0;
 	v = arg ? strtoul(arg, &end, 10) : 0;
-	if (!arg || errno || *end || v == 0 || v > max || arg[0] == '-') {
-		fprintf(stderr, "asyncpool: %s takes a number from 1 to %lu\n", opt, max);
+	if (!arg || !arg[0] || errno || *end || v < min || v > max || arg[0] == '-') {
+		fprintf(stderr, "asyncpool: %s takes a number from %lu to %lu\n", opt, min, max);
 		exit(TOOL_EXIT_USAGE);
 	}
 	return v;
+}
+
+unsigned long tool_number(const char *opt, const char *arg, unsigned long max)
+{
+	return tool_range(opt, arg, 1, max);
 }
 
 int main(int argc, char **argv)
@@ -107,6 +115,8 @@ int main(int argc, char **argv)
 		return cmd_bench(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "inspect"))
 		return cmd_inspect(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "reclaim"))
+		return cmd_reclaim(argc - 1, argv + 1);
 	fprintf(stderr, "asyncpool: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return TOOL_EXIT_USAGE;

@@ -15,9 +15,11 @@ struct asyncpool_slab;
 
 /*
  * The exit status of every subcommand (asyncpool(1), EXIT STATUS):
- * 0 it did what was asked (inspect: the pool is consistent); 1 it failed
- * (the demo saw a wrong byte, inspect could not open or read the object
- * or found it invalid or inconsistent, out of memory); 2 the command line
+ * 0 it did what was asked (inspect: the pool is consistent; reclaim: the
+ * reclaim ran, whatever it found); 1 it failed (the demo saw a wrong
+ * byte, inspect could not open or read the object or found it invalid or
+ * inconsistent, reclaim could not open the pool or reclaim, the bench's
+ * reclaim-latency lost a buffer, out of memory); 2 the command line
  * was wrong (unknown command or option, a bad or missing argument).
  */
 enum {
@@ -30,6 +32,11 @@ enum {
 int cmd_demo(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_reclaim(int argc, char **argv);
+
+/* inspect.c: a POSIX shm name ("/name"), not a path; a pool error's name. */
+bool tool_is_shm_name(const char *s);
+const char *tool_pool_error(int rc);
 
 /* demo_uring.c: zero-copy TCP loopback on io_uring. */
 enum { DEMO_URING_OK, DEMO_URING_FAILED, DEMO_URING_REFUSED };
@@ -94,7 +101,9 @@ int bench_shared(uint32_t buffers, uint32_t cache, unsigned long ops, unsigned r
 /* tools/bench_wait.c: wake-up latency of asyncpool_acquire_wait(). */
 int bench_wake(bool processes, unsigned rounds, struct bench_result *out);
 
-/* Parse a positive decimal number, or exit TOOL_EXIT_USAGE with a message. */
+/* Parse a decimal number from min to max, or exit TOOL_EXIT_USAGE with a message. */
+unsigned long tool_range(const char *opt, const char *arg, unsigned long min, unsigned long max);
+/* The same from 1. */
 unsigned long tool_number(const char *opt, const char *arg, unsigned long max);
 
 #endif
