@@ -409,26 +409,17 @@ static void print_json(const struct inspection *in)
 int cmd_inspect(int argc, char **argv)
 {
 	struct inspection *in;
+	struct tool_args a;
 	struct stat st;
 	const char *what;
 	bool json = false;
 	void *mem;
 	int fd, rc;
 
-	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		inspect_usage(stdout);
-		return TOOL_EXIT_OK;
-	}
-	if (argc == 3 && !strcmp(argv[1], "--json")) {
-		json = true;
-		argc--;
-		argv++;
-	}
-	if (argc != 2 || !argv[1][0]) {
-		inspect_usage(stderr);
-		return TOOL_EXIT_USAGE;
-	}
-	what = argv[1];
+	if ((rc = tool_options(argc, argv, 1, inspect_usage, &a)) != TOOL_GO)
+		return rc;
+	what = argv[a.first];
+	json = a.given['j'];
 	if (tool_is_shm_name(what))
 		fd = shm_open(what, O_RDONLY | O_CLOEXEC, 0);
 	else

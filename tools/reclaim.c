@@ -13,7 +13,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,48 +106,28 @@ static uint32_t waiting(struct asyncpool_shared *sp, uint32_t quarantine_ms, uin
 
 int cmd_reclaim(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "quarantine", required_argument, NULL, 'q' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	uint32_t quarantine = ASYNCPOOL_QUARANTINE_MS;
-	bool set_quarantine = false;
 	struct asyncpool_shared *sp;
-	struct asyncpool *pool;
+	struct tool_args a;
+	const char *what;
+	uint32_t quarantine, wait_n;
 	uint64_t left_ms;
-	uint32_t wait_n;
-	int c, rc;
+	int rc;
 
-	while ((c = getopt_long(argc, argv, "q:h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'q':
-			quarantine = (uint32_t)tool_range("--quarantine", optarg, 0, UINT32_MAX);
-			set_quarantine = true;
-			break;
-		case 'h':
-			reclaim_usage(stdout);
-			return TOOL_EXIT_OK;
-		default:
-			return TOOL_EXIT_USAGE;
-		}
-	}
-	if (argc - optind != 1 || !argv[optind][0]) {
-		reclaim_usage(stderr);
-		return TOOL_EXIT_USAGE;
-	}
-	rc = open_pool(argv[optind], &sp);
+	if ((rc = tool_options(argc, argv, 1, reclaim_usage, &a)) != TOOL_GO)
+		return rc;
+	what = argv[a.first];
+	quarantine = a.given['q'] ? (uint32_t)a.value['q'] : ASYNCPOOL_QUARANTINE_MS;
+	rc = open_pool(what, &sp);
 	if (rc) {
-		fprintf(stderr, "asyncpool: %s: cannot open the pool: %s\n", argv[optind],
+		fprintf(stderr, "asyncpool: %s: cannot open the pool: %s\n", what,
 			tool_pool_error(rc));
 		return TOOL_EXIT_FAILURE;
 	}
-	pool = asyncpool_shared_pool(sp);
-	rc = set_quarantine ? asyncpool_set_quarantine(pool, quarantine) : 0;
+	rc = asyncpool_set_quarantine(asyncpool_shared_pool(sp), quarantine);
 	if (!rc)
-		rc = asyncpool_reclaim(pool);
+		rc = asyncpool_reclaim(asyncpool_shared_pool(sp));
 	if (rc < 0) {
-		fprintf(stderr, "asyncpool: %s: reclaim: %s\n", argv[optind], tool_pool_error(rc));
+		fprintf(stderr, "asyncpool: %s: reclaim: %s\n", what, tool_pool_error(rc));
 		asyncpool_shared_close(sp);
 		return TOOL_EXIT_FAILURE;
 	}

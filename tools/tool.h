@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 struct asyncpool;
@@ -92,18 +93,41 @@ struct bench_result {
 	double extra;
 };
 
+/* Sort the n values of v; out[] = their median, min and max. */
+void bench_spread(double out[3], double *v, unsigned n);
 void bench_summarize(struct bench_result *out, const uint64_t *elapsed, unsigned reps,
 		     unsigned long ops, unsigned threads, unsigned long ops_total);
 /* tools/bench_shared.c: a shared pool used by two processes at once. */
 int bench_shared(uint32_t buffers, uint32_t cache, unsigned long ops, unsigned reps,
 		 struct bench_result *out);
 
+/*
+ * tools/bench_reclaim.c: rounds times, a child process attaches to a
+ * shared pool of buffers buffers, leases a quarter and caches up to
+ * cache more, and is SIGKILLed; one asyncpool_reclaim() (quarantine 0)
+ * is timed.  0, -EUCLEAN if a buffer did not come back, or -errno.
+ */
+int bench_reclaim(uint32_t buffers, uint32_t cache, unsigned rounds, struct bench_result *out);
+
 /* tools/bench_wait.c: wake-up latency of asyncpool_acquire_wait(). */
 int bench_wake(bool processes, unsigned rounds, struct bench_result *out);
 
-/* Parse a decimal number from min to max, or exit TOOL_EXIT_USAGE with a message. */
-unsigned long tool_range(const char *opt, const char *arg, unsigned long min, unsigned long max);
-/* The same from 1. */
-unsigned long tool_number(const char *opt, const char *arg, unsigned long max);
+/*
+ * The options of command argv[0] (the table in asyncpool.c), parsed
+ * into *a: value[key] and given[key] by short option letter, first the
+ * index of the first operand; operands: how many non-empty ones the
+ * command takes (-1: the caller checks).  TOOL_GO to go on, or the exit
+ * status to return (--help printed by help, or a usage error reported:
+ * then help goes to stderr); a number out of its range exits
+ * TOOL_EXIT_USAGE with a message.
+ */
+#define TOOL_GO (-1)
+struct tool_args {
+	unsigned long value[128];
+	bool given[128];
+	int first;
+};
+int tool_options(int argc, char **argv, int operands, void (*help)(FILE *),
+		 struct tool_args *a);
 
 #endif
