@@ -64,7 +64,7 @@ start_holder() { # FD L C -> $pid
 	grep -q "^ready $pid\$" "$tmp/ready$1"
 }
 
-echo "1..33"
+echo "1..34"
 "$peer" - create "$name" 32
 ok "a named pool of 32 buffers" test $? -eq 0
 start_holder 3 2 1
@@ -73,10 +73,10 @@ live=$pid
 start_holder 4 5 3
 ok "another holds 5 leased and 3 cached" test $? -eq 0
 victim=$pid
-kill -KILL "$victim"
-wait "$victim" 2> /dev/null
+{ kill -KILL "$victim"; wait "$victim"; } 2> /dev/null
 victim_was=$victim
 victim=
+cp "/dev/shm$name" "$tmp/before"
 
 run "$tool" inspect "$name"
 ok "inspect: exit 0, consistent (a dead process's buffers are not lost)" \
@@ -104,6 +104,8 @@ ok "inspect --json: the other alive, 2 leased, 1 cached" \
 	test "$(json_of "$live" state) $(json_of "$live" leased) $(json_of "$live" cached)" = \
 	'"alive" 2 1'
 ok "inspect --json: two attachments" test "$(tr '{' '\n' < "$tmp/out" | grep -c '^"slot"')" -eq 2
+ok "inspect wrote nothing, did not attach (the object is byte for byte the same)" \
+	cmp -s "$tmp/before" "/dev/shm$name"
 
 # The default quarantine keeps the leased ones out: only the cached come back.
 run "$tool" reclaim "$name"
