@@ -64,12 +64,12 @@ int ap_attach(struct asyncpool *pool, int fd)
 
 			if (AP_ATT_STATE(life) != AP_ATT_FREE)
 				continue;
-			if (ap_ofd_lock(lfd, F_OFD_SETLK, F_WRLCK, AP_LOCK_BASE + s, NULL))
+			if (ap_lock_byte(lfd, F_OFD_SETLK, F_WRLCK, AP_LOCK_BASE + s, NULL))
 				continue;       /* a live process has it */
 			if (!atomic_compare_exchange_strong_explicit(
 				    &a->life, &life, AP_ATT_MAKE(AP_ATT_LIVE, AP_ATT_EPOCH(life) + 1),
 				    memory_order_acq_rel, memory_order_relaxed)) {
-				(void)ap_ofd_lock(lfd, F_OFD_SETLK, F_UNLCK, AP_LOCK_BASE + s, NULL);
+				(void)ap_lock_byte(lfd, F_OFD_SETLK, F_UNLCK, AP_LOCK_BASE + s, NULL);
 				continue;
 			}
 			/* A step left busy by a process that died outside a pop. */

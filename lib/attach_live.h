@@ -16,8 +16,9 @@
 
 #include "pool_layout.h"
 
-/* F_OFD_SETLK or F_OFD_GETLK of one byte at `at`; 0 or -errno. */
-static inline int ap_ofd_lock(int fd, int cmd, short type, uint64_t at, struct flock *out)
+/* fcntl(fd, cmd) on the one byte at: an OFD lock of type (F_OFD_GETLK
+ * copies the result to *out); 0 or -errno. */
+static inline int ap_lock_byte(int fd, int cmd, short type, uint64_t at, struct flock *out)
 {
 	struct flock fl;
 
@@ -53,7 +54,7 @@ static inline int ap_attach_live(const struct ap_attach *a, int fd, uint32_t slo
 		return 0;
 	if (fd < 0)
 		return -EOPNOTSUPP;
-	rc = ap_ofd_lock(fd, F_OFD_GETLK, F_WRLCK, AP_LOCK_BASE + slot, &fl);
+	rc = ap_lock_byte(fd, F_OFD_GETLK, F_WRLCK, AP_LOCK_BASE + slot, &fl);
 	if (rc)
 		return rc;
 	return fl.l_type != F_UNLCK;

@@ -171,14 +171,13 @@ int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *ge
 							  memory_order_acquire,
 							  memory_order_acquire)) {
 			AP_TEST_AT(AP_TP_POP_CASED);
-			if (AP_UNLIKELY(!take(fl, i, w, kind, gen))) {
-				/* A reclaim took it: it pushes it back. */
-				h = atomic_load_explicit(&line->head, memory_order_acquire);
-				continue;
+			if (AP_LIKELY(take(fl, i, w, kind, gen))) {
+				*idx = i;
+				rc = 0;
+				goto out;
 			}
-			*idx = i;
-			rc = 0;
-			goto out;
+			/* A reclaim took it: it pushes it back. */
+			h = atomic_load_explicit(&line->head, memory_order_acquire);
 		}
 	}
 	ap_fl_count_corruption(fl, 1);

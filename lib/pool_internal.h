@@ -89,6 +89,7 @@ void ap_detach(struct asyncpool *pool);
 struct ap_attach *ap_attach_rec(const struct asyncpool *pool, uint32_t slot);
 /* 1 alive, 0 dead or free, negative errno */
 int  ap_attach_alive(const struct asyncpool *pool, uint32_t slot);
+/* ap_lock_byte() and the liveness test itself: attach_live.h */
 
 /* reclaim.c */
 int  ap_reclaim(struct asyncpool *pool, bool quiet);

@@ -43,7 +43,7 @@ static uint64_t now_ns(void)
 
 static int reclaim_lock(int fd, short type)
 {
-	return ap_ofd_lock(fd, F_OFD_SETLK, type, AP_LOCK_RECLAIM, NULL);
+	return ap_lock_byte(fd, F_OFD_SETLK, type, AP_LOCK_RECLAIM, NULL);
 }
 
 /* Mark in reach[] the list as it was at one instant; false if it never held still. */
