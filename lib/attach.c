@@ -20,6 +20,7 @@
  * is free is a dead process, never one being born or leaving.
  */
 #include "pool_internal.h"
+#include "attach_live.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -33,22 +34,6 @@ struct ap_attach *ap_attach_rec(const struct asyncpool *pool, uint32_t slot)
 
 	(void)ap_layout_geometry(pool->fl.count, true, &g);
 	return (struct ap_attach *)((char *)pool->storage + g.attach_offset) + slot;
-}
-
-int ap_lock_byte(int fd, int cmd, short type, uint64_t at, struct flock *out)
-{
-	struct flock fl;
-
-	memset(&fl, 0, sizeof(fl));
-	fl.l_type = type;
-	fl.l_whence = SEEK_SET;
-	fl.l_start = (off_t)at;
-	fl.l_len = 1;
-	if (fcntl(fd, cmd, &fl) < 0)
-		return -errno;
-	if (out)
-		*out = fl;
-	return 0;
 }
 
 /* Our own open file description of fd's file: an inherited one would
@@ -149,18 +134,9 @@ void ap_detach(struct asyncpool *pool)
 int ap_attach_alive(const struct asyncpool *pool, uint32_t slot)
 {
 	struct ap_attach *a = ap_attach_rec(pool, slot);
-	uint64_t life = atomic_load_explicit(&a->life, memory_order_acquire);
-	struct flock fl = { .l_type = F_UNLCK };
-	int rc;
 
-	if (AP_ATT_STATE(life) != AP_ATT_LIVE)
-		return 0;
 	if (pool->lock_fd >= 0 && slot == pool->slot)
-		return 1;
-	if (pool->lock_fd < 0)
-		return -EOPNOTSUPP;
-	rc = ap_lock_byte(pool->lock_fd, F_OFD_GETLK, F_WRLCK, AP_LOCK_BASE + slot, &fl);
-	if (rc)
-		return rc;
-	return fl.l_type != F_UNLCK;
+		return AP_ATT_STATE(atomic_load_explicit(&a->life, memory_order_acquire)) ==
+		       AP_ATT_LIVE;
+	return ap_attach_live(a, pool->lock_fd, slot);
 }

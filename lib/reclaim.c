@@ -24,6 +24,7 @@
  * a second reclaimer returns 0 at once.  Nobody ever waits for one.
  */
 #include "pool_internal.h"
+#include "attach_live.h"
 
 #include <fcntl.h>
 #include <stdlib.h>

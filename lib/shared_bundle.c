@@ -78,7 +78,7 @@ static void bundle_free(struct asyncpool_shared *sp)
 
 /* Slab, region and pool over sp->shm, whose geometry has been checked. */
 static int bundle_build(struct asyncpool_shared *sp, struct asyncpool_proactor *p,
-			uint32_t count, size_t bs, size_t buffers_off, bool create)
+			uint32_t count, size_t bs, size_t buffers_off, bool create, bool reclaim)
 {
 	struct asyncpool_shm *map;
 	size_t storage;
@@ -117,7 +117,7 @@ static int bundle_build(struct asyncpool_shared *sp, struct asyncpool_proactor *
 	rc = ap_attach(sp->pool, sp->shm.fd);
 	if (rc)
 		return rc;
-	if (!create)
+	if (reclaim)
 		(void)ap_reclaim(sp->pool, true);
 	return 0;
 }
@@ -167,7 +167,7 @@ static int bundle_create(const struct asyncpool_shared_options *o, size_t off, s
 		free(sp);
 		return rc;
 	}
-	rc = bundle_build(sp, p, o->buffer_count, o->buffer_size, off, true);
+	rc = bundle_build(sp, p, o->buffer_count, o->buffer_size, off, true, false);
 	if (rc) {
 		bundle_free(sp);
 		if (o->name)
@@ -196,7 +196,7 @@ AP_EXPORT int asyncpool_shared_create_proactor(const struct asyncpool_shared_opt
 }
 
 /* Open the pool in sp->shm, which a peer made: trust nothing in it. */
-static int bundle_open(struct asyncpool_shared *sp, struct asyncpool_proactor *p)
+static int bundle_open(struct asyncpool_shared *sp, struct asyncpool_proactor *p, bool reclaim)
 {
 	struct ap_pool_header hdr;
 	size_t off, total;
@@ -210,12 +210,14 @@ static int bundle_open(struct asyncpool_shared *sp, struct asyncpool_proactor *p
 	rc = bundle_geometry(hdr.buffer_count, (size_t)hdr.buffer_size, &off, &total);
 	if (rc || total > sp->shm.size)
 		return -EBADMSG;
-	return bundle_build(sp, p, hdr.buffer_count, (size_t)hdr.buffer_size, off, false);
+	return bundle_build(sp, p, hdr.buffer_count, (size_t)hdr.buffer_size, off, false,
+			    reclaim);
 }
 
 static int bundle_open_common(int fd, const char *name, uint32_t flags,
 			      struct asyncpool_proactor *p, struct asyncpool_shared **out)
 {
+	uint32_t shm_flags = flags & ~ASYNCPOOL_SHARED_OPEN_NO_RECLAIM;
 	struct asyncpool_shared *sp;
 	int rc;
 
@@ -226,13 +228,13 @@ static int bundle_open_common(int fd, const char *name, uint32_t flags,
 	if (!sp)
 		return -ENOMEM;
 	sp->shm.fd = -1;
-	rc = name ? asyncpool_shm_open_named_flags(name, flags, &sp->shm) :
-		    asyncpool_shm_open_fd_flags(fd, flags, &sp->shm);
+	rc = name ? asyncpool_shm_open_named_flags(name, shm_flags, &sp->shm) :
+		    asyncpool_shm_open_fd_flags(fd, shm_flags, &sp->shm);
 	if (rc) {
 		free(sp);
 		return rc;
 	}
-	rc = bundle_open(sp, p);
+	rc = bundle_open(sp, p, !(flags & ASYNCPOOL_SHARED_OPEN_NO_RECLAIM));
 	if (rc) {
 		bundle_free(sp);
 		return rc;

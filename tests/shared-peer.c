@@ -11,6 +11,13 @@
  *   stress N       N acquire/write/check/release cycles after a go byte
  *   scribble MS    write random values into the head and next[] for MS ms
  *   scribble-all MS  the same, and into the header and counters too
+ *
+ * With SOCK "-" there is no socket and the pool is named (for scripts):
+ *
+ *   create NAME N  create a named pool of N 64-byte buffers, close it
+ *   hold NAME L C  open it with a cache of 8, hold L leases and C
+ *                  buffers in its cache, print "ready" and wait for
+ *                  end of file on stdin (or a signal); then release
  */
 #include "config.h"
 
@@ -286,11 +293,62 @@ static int do_scribble(int fd, unsigned long ms, bool header)
 	return 0;
 }
 
+static int do_create(const char *name, unsigned long n)
+{
+	struct asyncpool_shared_options o;
+	struct asyncpool_shared *sp;
+
+	memset(&o, 0, sizeof(o));
+	o.size = sizeof(o);
+	o.buffer_size = 64;
+	o.buffer_count = (uint32_t)n;
+	o.name = name;
+	if (asyncpool_shared_create(&o, &sp))
+		die("shared_create");
+	asyncpool_shared_close(sp);
+	return 0;
+}
+
+/* Exactly c cached: a refill leaves up to a batch behind, so flush it
+ * first and release c (at most the cache size: no flush) into it. */
+static int do_hold(const char *name, unsigned long l, unsigned long c)
+{
+	static struct asyncpool_lease held[MAX_HELD];
+	struct asyncpool_shared *sp;
+	struct asyncpool *pool;
+	char buf[64];
+
+	if (l + c > MAX_HELD || c > 8 || asyncpool_shared_open_named(name, &sp))
+		die("hold: open");
+	pool = asyncpool_shared_pool(sp);
+	if (asyncpool_set_cache(pool, 8))
+		die("hold: set_cache");
+	for (unsigned long k = 0; k < l + c; k++)
+		if (asyncpool_acquire(pool, &held[k]))
+			die("hold: acquire");
+	if (asyncpool_cache_flush(pool) < 0)
+		die("hold: cache_flush");
+	for (unsigned long k = l; k < l + c; k++)
+		asyncpool_lease_release(&held[k]);
+	printf("ready %ld\n", (long)getpid());
+	fflush(stdout);
+	while (read(0, buf, sizeof(buf)) > 0)
+		;
+	for (unsigned long k = 0; k < l; k++)
+		asyncpool_lease_release(&held[k]);
+	asyncpool_shared_close(sp);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned long arg = 0;
 	int fd, rc;
 
+	if (argc >= 5 && !strcmp(argv[1], "-") && !strcmp(argv[2], "create"))
+		return do_create(argv[3], strtoul(argv[4], NULL, 10));
+	if (argc >= 6 && !strcmp(argv[1], "-") && !strcmp(argv[2], "hold"))
+		return do_hold(argv[3], strtoul(argv[4], NULL, 10), strtoul(argv[5], NULL, 10));
 	if (argc < 3)
 		die("usage: shared-peer SOCK MODE [ARG]");
 	sock = atoi(argv[1]);

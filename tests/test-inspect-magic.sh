@@ -8,33 +8,22 @@ tool="${top_builddir:-.}/tools/asyncpool"
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 echo "1..8"
-n=0
-check() { # DESC COMMAND...: ok when the command succeeds
-	desc=$1
-	shift
-	n=$((n + 1))
-	if "$@"; then
-		echo "ok $n - $desc"
-	else
-		echo "not ok $n - $desc"
-		sed 's/^/# /' "$tmp/out"
-	fi
-}
+. "${top_srcdir:-.}/tests/tap.sh"
 
 # 4 KiB of text: magic "not " (0x20746f6e)
 yes 'not a pool, just text' | head -c 4096 > "$tmp/text"
 "$tool" inspect "$tmp/text" > "$tmp/out" 2>&1
-check "inspect of a text file exits 1" test $? -eq 1
-check "  says EPROTO" grep -q 'INVALID: EPROTO' "$tmp/out"
-check "  prints the magic" grep -q '^magic: *0x20746f6e$' "$tmp/out"
-check "  and no other header field" \
+tap_ok "inspect of a text file exits 1" test $? -eq 1
+tap_ok "  says EPROTO" grep -q 'INVALID: EPROTO' "$tmp/out"
+tap_ok "  prints the magic" grep -q '^magic: *0x20746f6e$' "$tmp/out"
+tap_ok "  and no other header field" \
 	sh -c "! grep -Eq '^(version|header_size|flags|storage_size|buffer_size|buffer_count|attach_slots|[a-z_]*_offset|head|capacity):' '$tmp/out'"
-check "  four lines: object, size, magic, header" test "$(wc -l < "$tmp/out")" -eq 4
+tap_ok "  four lines: object, size, magic, header" test "$(wc -l < "$tmp/out")" -eq 4
 
 # The magic "APOL" followed by zeros: a pool header that is wrong.
 printf 'APOL' > "$tmp/bad"
 head -c 4092 /dev/zero >> "$tmp/bad"
 "$tool" inspect "$tmp/bad" > "$tmp/out" 2>&1
-check "inspect of the magic and zeros exits 1" test $? -eq 1
-check "  prints the header fields" grep -q '^version: *0$' "$tmp/out"
-check "  and says why it is invalid" grep -q 'INVALID: EPROTONOSUPPORT' "$tmp/out"
+tap_ok "inspect of the magic and zeros exits 1" test $? -eq 1
+tap_ok "  prints the header fields" grep -q '^version: *0$' "$tmp/out"
+tap_ok "  and says why it is invalid" grep -q 'INVALID: EPROTONOSUPPORT' "$tmp/out"

@@ -17,7 +17,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -32,6 +31,7 @@
 
 #define BENCH_CACHE 256u        /* per-thread cache of the -cached cases */
 #define BULK 32u
+#define BENCH_RECLAIM_ROUNDS 20u /* kills of the reclaim-latency case */
 
 /* ---- the mutex baseline: an index stack under one pthread mutex ---- */
 struct mutex_pool {
@@ -158,7 +158,8 @@ struct run {
 
 /*
  * One case of `asyncpool bench`, one line of the table.  A new case is
- * one more line in cases[] below (and its name in asyncpool(1)).
+ * one more line in cases[] below (and its name in asyncpool(1)); a line
+ * that names a cached variant is two cases.
  */
 struct bench_case {
 	const char *name;
@@ -168,15 +169,17 @@ struct bench_case {
 	void (*body)(struct run *r, unsigned id);
 	unsigned threads;               /* 0: the --threads option */
 	unsigned flags;
+	const char *cached;             /* the name of the same with BENCH_CACHED, or NULL */
 };
 #define BENCH_CACHED 1u         /* the pool with per-thread caches */
 #define BENCH_NO_POOL 2u        /* a baseline: no pool at all */
 #define BENCH_PER_LEASE 4u      /* one op per lease handed over, not per thread */
 #define BENCH_PROCESSES 8u      /* a shared pool in two processes (bench_shared.c) */
 #define BENCH_WAKE 16u          /* wake-up latency of a waiter (bench_wait.c) */
-#define BENCH_CONTEND 32u       /* a pool too small, retries counted (bench_contend.c) */
-#define BENCH_SPINS 64u         /* BENCH_CONTEND: retry -ENOBUFS with sched_yield() */
-#define BENCH_WAITS 128u        /* BENCH_CONTEND: sleep in asyncpool_acquire_wait() */
+#define BENCH_RECLAIM 32u       /* asyncpool_reclaim() after a SIGKILL (bench_reclaim.c) */
+#define BENCH_CONTEND 64u       /* a pool too small, retries counted (bench_contend.c) */
+#define BENCH_SPINS 128u        /* BENCH_CONTEND: retry -ENOBUFS with sched_yield() */
+#define BENCH_WAITS 256u        /* BENCH_CONTEND: sleep in asyncpool_acquire_wait() */
 
 static volatile uint64_t sink;
 
@@ -268,45 +271,62 @@ static void body_cas2(struct run *r, unsigned id)
 	sink = atomic_load(&word);
 }
 
-/* In the order of the table and of the JSON results. */
+/* Each row, then its variant with caches where it names one (below). */
 static const struct bench_case cases[] = {
-	{ "pool", "one thread acquires and releases", body_pool, 1, 0 },
-	{ "pool-cached", "the same, with a per-thread cache", body_pool, 1, BENCH_CACHED },
-	{ "pool-threads", "every thread acquires and releases", body_pool, 0, 0 },
-	{ "pool-cached-threads", "the same, with per-thread caches", body_pool, 0, BENCH_CACHED },
+	{ "pool", "one thread acquires and releases", body_pool, 1, 0, "pool-cached" },
+	{ "pool-threads", "every thread acquires and releases", body_pool, 0, 0,
+	  "pool-cached-threads" },
 	{ "handoff", "one thread acquires, another releases, through a queue",
-	  body_handoff, 2, BENCH_PER_LEASE },
-	{ "handoff-cached", "the same, with per-thread caches",
-	  body_handoff, 2, BENCH_PER_LEASE | BENCH_CACHED },
-	{ "bulk32", "32 leases per call (time per buffer)", body_bulk, 1, 0 },
-	{ "bulk32-cached", "the same, with a per-thread cache", body_bulk, 1, BENCH_CACHED },
+	  body_handoff, 2, BENCH_PER_LEASE, "handoff-cached" },
+	{ "bulk32", "32 leases per call (time per buffer)", body_bulk, 1, 0, "bulk32-cached" },
 	{ "shared-2proc", "a shared pool used by two processes at once",
-	  NULL, 2, BENCH_PROCESSES },
-	{ "shared-2proc-cached", "the same, with per-thread caches",
-	  NULL, 2, BENCH_PROCESSES | BENCH_CACHED },
+	  NULL, 2, BENCH_PROCESSES, "shared-2proc-cached" },
 	{ "wake-threads", "a release wakes a thread in asyncpool_acquire_wait",
-	  NULL, 2, BENCH_WAKE },
+	  NULL, 2, BENCH_WAKE, NULL },
 	{ "wake-2proc", "a release wakes a process in asyncpool_acquire_wait",
-	  NULL, 2, BENCH_WAKE | BENCH_PROCESSES },
+	  NULL, 2, BENCH_WAKE | BENCH_PROCESSES, NULL },
+	{ "reclaim-latency", "one reclaim of what a SIGKILLed process leased and cached",
+	  NULL, 1, BENCH_RECLAIM, NULL },
 	{ "contend-spin", "4 threads, 2 buffers of 4 KiB: retry -ENOBUFS with sched_yield",
-	  NULL, 4, BENCH_CONTEND | BENCH_SPINS },
+	  NULL, 4, BENCH_CONTEND | BENCH_SPINS, NULL },
 	{ "contend-wait", "4 threads, 2 buffers of 4 KiB: sleep in asyncpool_acquire_wait",
-	  NULL, 4, BENCH_CONTEND | BENCH_WAITS },
+	  NULL, 4, BENCH_CONTEND | BENCH_WAITS, NULL },
 	{ "contend-baseline", "4 threads, 4 buffers of 4 KiB: nobody waits",
-	  NULL, 4, BENCH_CONTEND },
+	  NULL, 4, BENCH_CONTEND, NULL },
 	{ "handoff-2proc-spin", "a process hands buffers to another by token, retrying on -ENOBUFS",
-	  NULL, 2, BENCH_CONTEND | BENCH_PROCESSES | BENCH_SPINS },
+	  NULL, 2, BENCH_CONTEND | BENCH_PROCESSES | BENCH_SPINS, NULL },
 	{ "handoff-2proc-wait", "the same, sleeping in asyncpool_acquire_wait",
-	  NULL, 2, BENCH_CONTEND | BENCH_PROCESSES | BENCH_WAITS },
+	  NULL, 2, BENCH_CONTEND | BENCH_PROCESSES | BENCH_WAITS, NULL },
 	{ "mutex-baseline", "a stack of indices under one pthread mutex",
-	  body_mutex, 1, BENCH_NO_POOL },
-	{ "mutex-baseline-threads", "the same, on every thread", body_mutex, 0, BENCH_NO_POOL },
+	  body_mutex, 1, BENCH_NO_POOL, NULL },
+	{ "mutex-baseline-threads", "the same, on every thread", body_mutex, 0, BENCH_NO_POOL,
+	  NULL },
 	{ "cas2-baseline", "two compare-and-swaps on a private word per pair",
-	  body_cas2, 1, BENCH_NO_POOL },
+	  body_cas2, 1, BENCH_NO_POOL, NULL },
 	{ "handoff-queue-baseline", "the hand-off queue alone, without a pool",
-	  body_handoff, 2, BENCH_NO_POOL | BENCH_PER_LEASE },
+	  body_handoff, 2, BENCH_NO_POOL | BENCH_PER_LEASE, NULL },
 };
-#define N_CASES (sizeof(cases) / sizeof(cases[0]))
+#define N_ROWS (sizeof(cases) / sizeof(cases[0]))
+#define N_CASES (2 * N_ROWS)    /* at most */
+
+/* Every case, in the order of the table and of the JSON results; how many. */
+static size_t all_cases(struct bench_case *out)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < N_ROWS; i++) {
+		out[n++] = cases[i];
+		if (!cases[i].cached)
+			continue;
+		out[n] = cases[i];
+		out[n].name = cases[i].cached;
+		out[n].description = cases[i].threads == 1 ? "the same, with a per-thread cache" :
+				     "the same, with per-thread caches";
+		out[n].flags |= BENCH_CACHED;
+		out[n++].cached = NULL;
+	}
+	return n;
+}
 
 static void *bench_thread(void *arg)
 {
@@ -351,6 +371,15 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* Sort the n values of v; out[] = their median, min and max. */
+void bench_spread(double out[3], double *v, unsigned n)
+{
+	qsort(v, n, sizeof(double), cmp_double);
+	out[0] = v[n / 2];
+	out[1] = v[0];
+	out[2] = v[n - 1];
+}
+
 /* The median, min and max of reps timings of ops pairs on each of threads. */
 void bench_summarize(struct bench_result *out, const uint64_t *elapsed, unsigned reps,
 		     unsigned long ops, unsigned threads, unsigned long ops_total)
@@ -361,15 +390,9 @@ void bench_summarize(struct bench_result *out, const uint64_t *elapsed, unsigned
 		ns[i] = (double)elapsed[i] / (double)ops;
 		mops[i] = (double)ops_total / ((double)elapsed[i] / 1000.0);
 	}
-	qsort(ns, reps, sizeof(double), cmp_double);
-	qsort(mops, reps, sizeof(double), cmp_double);
 	out->threads = threads;
-	out->ns[0] = ns[reps / 2];
-	out->ns[1] = ns[0];
-	out->ns[2] = ns[reps - 1];
-	out->mops[0] = mops[reps / 2];
-	out->mops[1] = mops[0];
-	out->mops[2] = mops[reps - 1];
+	bench_spread(out->ns, ns, reps);
+	bench_spread(out->mops, mops, reps);
 }
 
 static void measure(struct run *r, unsigned reps, struct bench_result *out)
@@ -400,9 +423,11 @@ static void print_table(const struct bench_result *res, size_t n, unsigned reps)
 	       " bulk32: per buffer; handoff: per lease, acquired by one thread, released by the other;\n"
 	       " wake-*: ns from a release to the return of the waiter's asyncpool_acquire_wait(),\n"
 	       " 2000 wake-ups: ns/op the median, min the minimum, max the 99th percentile;\n"
+	       " reclaim-latency: ns of one asyncpool_reclaim() that brings back what a\n"
+	       " SIGKILLed process leased and cached, %u kills: the median, min and worst;\n"
 	       " contend-*: ops/20 acquire+hold+release per thread, retries per repetition;\n"
 	       " handoff-2proc-*: one run of ops/10 messages, ns/op per message)\n",
-	       reps);
+	       reps, BENCH_RECLAIM_ROUNDS);
 }
 
 static void print_json(const struct bench_result *res, size_t n, unsigned reps, unsigned long ops)
@@ -567,13 +592,10 @@ static int cmd_sweep(int json, unsigned long ops, unsigned reps)
 			return TOOL_EXIT_FAILURE;
 		}
 		for (unsigned c = 0; c < 2; c++) {
-			qsort(st[c], reps, sizeof(double), cmp_double);
 			res[n].name = c ? "pool-cached" : "pool";
 			res[n].threads = 1;
 			res[n].buffers = sizes[s];
-			res[n].ns[0] = st[c][reps / 2];
-			res[n].ns[1] = st[c][0];
-			res[n].ns[2] = st[c][reps - 1];
+			bench_spread(res[n].ns, st[c], reps);
 			for (int k = 0; k < 3; k++)
 				res[n].mops[k] = 1000.0 / res[n].ns[2 - k];
 			res[n].extra_name = "cold_ns_per_op";
@@ -601,18 +623,23 @@ static void bench_usage(FILE *f)
 	fputs("Usage: asyncpool bench [--json] [--threads N] [--ops N] [--reps N] [--buffers N]\n"
 	      "       asyncpool bench --sweep [--json] [--ops N] [--reps N]\n"
 	      "\nCases:\n", f);
-	for (size_t i = 0; i < N_CASES; i++)
-		fprintf(f, "  %-23s %s\n", cases[i].name, cases[i].description);
+	struct bench_case all[N_CASES];
+	size_t n = all_cases(all);
+
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "  %-23s %s\n", all[i].name, all[i].description);
 }
 
-/* Runs every case of cases[] into res; the number of results. */
+/* Runs every case of cases[] into res; the number of results.  *failed:
+ * a case found the library wrong (not a case the machine cannot run). */
 static size_t run_cases(struct run *r, struct asyncpool *const pools[2], uint32_t buffers,
-			unsigned threads, unsigned reps, struct bench_result *res)
+			unsigned threads, unsigned reps, struct bench_result *res, bool *failed)
 {
-	size_t n = 0;
+	static struct bench_case all[N_CASES];
+	size_t n = 0, n_all = all_cases(all);
 
-	for (size_t i = 0; i < N_CASES; i++) {
-		const struct bench_case *c = &cases[i];
+	for (size_t i = 0; i < n_all; i++) {
+		const struct bench_case *c = &all[i];
 		bool cached = c->flags & BENCH_CACHED;
 
 		memset(&res[n], 0, sizeof(res[n]));
@@ -627,6 +654,19 @@ static size_t run_cases(struct run *r, struct asyncpool *const pools[2], uint32_
 
 			if (rc)
 				fprintf(stderr, "asyncpool bench: %s: %s\n", c->name, strerror(-rc));
+			else
+				n++;
+			continue;
+		}
+		if (c->flags & BENCH_RECLAIM) {
+			int rc = bench_reclaim(buffers, BENCH_CACHE, BENCH_RECLAIM_ROUNDS, &res[n]);
+
+			if (rc == -EUCLEAN)
+				*failed = true;
+			if (rc)
+				fprintf(stderr, "asyncpool bench: %s: %s\n", c->name,
+					rc == -EUCLEAN ? "FAILED: a buffer did not come back" :
+					strerror(-rc));
 			else
 				n++;
 			continue;
@@ -660,49 +700,34 @@ static size_t run_cases(struct run *r, struct asyncpool *const pools[2], uint32_
 
 int cmd_bench(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "threads", required_argument, NULL, 't' },
-		{ "ops", required_argument, NULL, 'n' },
-		{ "reps", required_argument, NULL, 'r' },
-		{ "buffers", required_argument, NULL, 'b' },
-		{ "sweep", no_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	unsigned threads = (unsigned)sysconf(_SC_NPROCESSORS_ONLN), reps = 5;
-	unsigned long ops = 2000000;
-	uint32_t buffers = 1024;
+	struct tool_args a;
+	unsigned threads, reps;
+	unsigned long ops;
+	uint32_t buffers;
 	struct bench_result res[N_CASES];
 	struct asyncpool_proactor *p[2] = { NULL, NULL };
 	struct asyncpool *pools[2] = { NULL, NULL };
 	struct run r;
-	int json = 0, sweep = 0, c, rc = TOOL_EXIT_OK;
+	int json, rc;
+	bool failed = false;
 	size_t n;
 
-	while ((c = getopt_long(argc, argv, "jt:n:r:b:sh", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'j': json = 1; break;
-		case 't': threads = (unsigned)tool_number("--threads", optarg, 64); break;
-		case 'n': ops = tool_number("--ops", optarg, 1ul << 40); break;
-		case 'r': reps = (unsigned)tool_number("--reps", optarg, 64); break;
-		case 'b': buffers = (uint32_t)tool_number("--buffers", optarg, ASYNCPOOL_MAX_BUFFERS); break;
-		case 's': sweep = 1; break;
-		case 'h':
-			bench_usage(stdout);
-			return TOOL_EXIT_OK;
-		default:
-			return TOOL_EXIT_USAGE;
-		}
-	}
-	if (optind < argc) {
+	if ((rc = tool_options(argc, argv, -1, bench_usage, &a)) != TOOL_GO)
+		return rc;
+	if (a.first < argc) {
 		fprintf(stderr, "asyncpool bench: unexpected argument '%s' (see --help)\n",
-			argv[optind]);
+			argv[a.first]);
 		return TOOL_EXIT_USAGE;
 	}
+	json = a.given['j'];
+	threads = a.given['t'] ? (unsigned)a.value['t'] : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+	ops = a.given['n'] ? a.value['n'] : 2000000;
+	reps = a.given['r'] ? (unsigned)a.value['r'] : 5;
+	buffers = a.given['b'] ? (uint32_t)a.value['b'] : 1024;
+	rc = TOOL_EXIT_OK;
 	if (threads < 2)
 		threads = 2;
-	if (sweep)
+	if (a.given['s'])
 		return cmd_sweep(json, ops, reps);
 	if (buffers < 4 * BENCH_CACHE)
 		buffers = 4 * BENCH_CACHE;      /* room for two caches and the ring */
@@ -728,11 +753,13 @@ int cmd_bench(int argc, char **argv)
 		}
 	}
 
-	n = run_cases(&r, pools, buffers, threads, reps, res);
+	n = run_cases(&r, pools, buffers, threads, reps, res, &failed);
 	if (json)
 		print_json(res, n, reps, ops);
 	else
 		print_table(res, n, reps);
+	if (failed)
+		rc = TOOL_EXIT_FAILURE;
 out:
 	if (r.mutex)
 		mutex_pool_free(r.mutex);

@@ -6,7 +6,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdatomic.h>
@@ -64,48 +63,37 @@ static void *demo_worker(void *arg)
 	return NULL;
 }
 
+static void demo_usage(FILE *f)
+{
+	fputs("Usage: asyncpool demo [--mib N] [--memory] [--threads N] [--ops N]\n"
+	      "       asyncpool demo --rings N [--mib N]\n"
+	      "       asyncpool demo --dry [--mib N]\n", f);
+}
+
 int cmd_demo(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "threads", required_argument, NULL, 't' },
-		{ "ops", required_argument, NULL, 'n' },
-		{ "mib", required_argument, NULL, 'm' },
-		{ "memory", no_argument, NULL, 'M' },
-		{ "rings", required_argument, NULL, 'r' },
-		{ "dry", no_argument, NULL, 'd' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	unsigned threads = 4;
-	unsigned long ops = 250000;
+	struct tool_args a;
+	unsigned threads;
+	unsigned long ops;
 	struct demo_count total = { 0, 0, 0 };
 	struct asyncpool_proactor *p;
 	struct asyncpool *pool;
 	struct demo_thread *t;
 	uint64_t start, ns;
-	unsigned long mib = 0;          /* 0: the default of the demo chosen */
-	bool memory = false, dry = false;
-	unsigned rings = 0;
+	unsigned long mib;
+	bool memory, dry;
+	unsigned rings;
 	char why[256] = "";
-	int c, rc;
+	int rc;
 
-	while ((c = getopt_long(argc, argv, "t:n:m:Mr:dh", longopts, NULL)) != -1) {
-		switch (c) {
-		case 't': threads = (unsigned)tool_number("--threads", optarg, 256); break;
-		case 'n': ops = tool_number("--ops", optarg, 1ul << 32); break;
-		case 'm': mib = tool_number("--mib", optarg, 1ul << 20); break;
-		case 'M': memory = true; break;
-		case 'r': rings = (unsigned)tool_number("--rings", optarg, 64); break;
-		case 'd': dry = true; break;
-		case 'h':
-			puts("Usage: asyncpool demo [--mib N] [--memory] [--threads N] [--ops N]\n"
-			     "       asyncpool demo --rings N [--mib N]\n"
-			     "       asyncpool demo --dry [--mib N]");
-			return TOOL_EXIT_OK;
-		default:
-			return TOOL_EXIT_USAGE;
-		}
-	}
+	if ((rc = tool_options(argc, argv, 0, demo_usage, &a)) != TOOL_GO)
+		return rc;
+	threads = a.given['t'] ? (unsigned)a.value['t'] : 4;
+	ops = a.given['n'] ? a.value['n'] : 250000;
+	mib = a.value['m'];     /* 0: the default of the demo chosen */
+	memory = a.given['M'];
+	dry = a.given['d'];
+	rings = (unsigned)a.value['r'];
 
 	/* Multishot receives that outlive a recv ring running dry. */
 	if (dry) {

@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * asyncpool inspect NAME|FD-PATH: print the header and check the
- * freelist of a shared pool, read-only.  The memory belongs to other
- * processes and may be corrupt or changing: it is mapped PROT_READ and
- * MAP_PRIVATE (never written), every field is checked before it is
- * used, every walk is bounded, and a SIGBUS from a file that shrinks
- * under us is caught.
+ * asyncpool inspect [--json] NAME|FD-PATH: print the header, check the
+ * freelist and list the attachments of a shared pool, read-only.  The
+ * memory belongs to other processes and may be corrupt or changing: it
+ * is mapped PROT_READ and MAP_PRIVATE (never written), every field is
+ * checked before it is used, every walk is bounded, and a SIGBUS from a
+ * file that shrinks under us is caught.  Alive or dead is the library's
+ * own test (lib/attach_live.h), asked through our read-only descriptor:
+ * inspect never attaches.
  *
- * Exit status: 0 consistent, 1 inconsistent, 2 usage error or cannot
- * open.
+ * What is read goes into a struct inspection first; the text and the
+ * JSON are two printers of it.
  */
 #include "config.h"
 
@@ -28,6 +30,7 @@
 #include <asyncpool.h>
 #include "tool.h"
 #include "../lib/pool_check.h"
+#include "../lib/attach_live.h"
 
 static sigjmp_buf bus_jump;
 
@@ -39,22 +42,23 @@ static void on_sigbus(int sig)
 
 static void inspect_usage(FILE *f)
 {
-	fputs("Usage: asyncpool inspect NAME|FD-PATH\n"
+	fputs("Usage: asyncpool inspect [--json] NAME|FD-PATH\n"
 	      "\n"
-	      "Print the header of a shared pool and check its freelist, read-only.\n"
-	      "NAME is a POSIX shared memory name (\"/name\"); FD-PATH is a file,\n"
-	      "e.g. /dev/shm/name or /proc/PID/fd/N for a memfd.\n"
+	      "Print the header of a shared pool, check its freelist and list its\n"
+	      "attachments, read-only.  NAME is a POSIX shared memory name (\"/name\");\n"
+	      "FD-PATH is a file, e.g. /dev/shm/name or /proc/PID/fd/N for a memfd.\n"
+	      "--json prints the same as one JSON object.\n"
 	      "\n"
 	      "Exit status: 0 consistent; 1 cannot open or read it, invalid or\n"
 	      "inconsistent; 2 usage error.\n", f);
 }
 
-static bool is_shm_name(const char *s)
+bool tool_is_shm_name(const char *s)
 {
 	return s[0] == '/' && s[1] && !strchr(s + 1, '/');
 }
 
-static const char *err_name(int rc)
+const char *tool_pool_error(int rc)
 {
 	switch (rc) {
 	case -EPROTO: return "EPROTO (no pool magic)";
@@ -65,158 +69,402 @@ static const char *err_name(int rc)
 	}
 }
 
-static int report(const char *what, const unsigned char *mem, size_t size)
-{
-	const struct ap_pool_header *raw = (const void *)mem;
-	struct ap_pool_header h;
+/* One attachment record, or a holder that buffers name. */
+struct att_view {
+	uint32_t slot;
+	uint32_t state;                 /* AP_ATT_* of the record */
+	int alive;                      /* ap_attach_live(): 1, 0 or -errno */
+	uint32_t pid;                   /* as the record says: not trusted */
+	int64_t dead_for_ms;            /* since a reclaim found it dead; -1 unknown */
+	uint32_t leased, cached;
+	uint32_t nsteps;
+	struct { uint32_t step, first, count; } steps[AP_STEPS];
+};
+
+/* How far the reading got. */
+enum stage { SEEN_SIZE, SEEN_MAGIC, SEEN_HEADER, SEEN_ALL };
+
+struct inspection {
+	const char *what;
+	size_t size;
+	enum stage stage;
+	int error;                      /* of the header, or 0 */
+	uint32_t magic;
+	struct ap_pool_header h;        /* a copy: the original may change */
+	bool buffers_here;
+	uint64_t buffers_off;
+	uint64_t bad_releases, corruptions, empty;
+	uint32_t wait, flush;
 	struct ap_audit a;
-	unsigned char *seen;
-	uint64_t head, off, total;
-	int rc;
+	int audit;                      /* 0 or -EUCLEAN */
+	uint32_t natt;
+	struct att_view att[AP_ATTACH_SLOTS];
+	uint32_t stray_leased, stray_cached; /* holders beyond the slots */
+	bool shrank;                    /* SIGBUS */
+};
 
-	printf("object:          %s\n", what);
-	printf("size:            %zu bytes\n", size);
-	if (size < sizeof(h)) {
-		printf("header:          too small for a header (%zu < %zu bytes)\n",
-		       size, sizeof(h));
-		return TOOL_EXIT_FAILURE;
-	}
-	memcpy(&h, mem, sizeof(h));
-	printf("magic:           0x%08" PRIx32 "%s\n", (uint32_t)atomic_load(&h.magic),
-	       atomic_load(&h.magic) == AP_POOL_MAGIC ? " (APOL)" : "");
-	/* Not a pool: the rest of the header would be noise. */
-	if (atomic_load(&h.magic) != AP_POOL_MAGIC) {
-		printf("header:          INVALID: %s\n", err_name(-EPROTO));
-		return 1;
-	}
-	/* A pool: print what is there before judging it. */
-	printf("version:         %" PRIu32 "\n", h.version);
-	printf("header_size:     %" PRIu32 "\n", h.header_size);
-	printf("flags:           0x%" PRIx32 "%s\n", h.flags,
-	       h.flags == AP_POOL_F_SHARED ? " (shared)" : "");
-	printf("storage_size:    %" PRIu64 "\n", h.storage_size);
-	printf("buffer_size:     %" PRIu64 "\n", h.buffer_size);
-	printf("buffer_count:    %" PRIu32 "\n", h.buffer_count);
-	printf("attach_slots:    %" PRIu32 "\n", h.attach_slots);
-	printf("head_offset:     %" PRIu64 "\n", h.head_offset);
-	printf("counters_offset: %" PRIu64 "\n", h.counters_offset);
-	printf("next_offset:     %" PRIu64 "\n", h.next_offset);
-	printf("owners_offset:   %" PRIu64 "\n", h.owners_offset);
-	printf("attach_offset:   %" PRIu64 "\n", h.attach_offset);
-
-	rc = ap_header_check(raw, size, true, &h);
-	if (rc) {
-		printf("header:          INVALID: %s\n", err_name(rc));
-		return TOOL_EXIT_FAILURE;
-	}
-	printf("header:          valid (layout v%" PRIu32 ")\n", h.version);
-	if (ap_bundle_geometry(h.buffer_count, h.buffer_size, &off, &total) && total <= size)
-		printf("buffers:         at offset %" PRIu64 " (%" PRIu64 " bytes)\n",
-		       off, h.buffer_size * h.buffer_count);
-	else
-		printf("buffers:         not in this object (the pool layout only)\n");
-	{
-		const struct ap_pool_counters *c = (const void *)(mem + AP_OFF_COUNTERS);
-
-		printf("bad_releases:    %" PRIu64 "\n",
-		       atomic_load_explicit((_Atomic uint64_t *)&c->bad_releases, memory_order_relaxed));
-		printf("corruptions:     %" PRIu64 "\n",
-		       atomic_load_explicit((_Atomic uint64_t *)&c->corruptions, memory_order_relaxed));
-		printf("empty:           %" PRIu64 "\n",
-		       atomic_load_explicit((_Atomic uint64_t *)&c->empty, memory_order_relaxed));
-	}
-	seen = calloc(h.buffer_count / 8 + 1, 1);
-	if (!seen) {
-		fprintf(stderr, "asyncpool: out of memory\n");
-		return TOOL_EXIT_FAILURE;
-	}
-	head = atomic_load_explicit((_Atomic uint64_t *)(mem + AP_OFF_HEAD), memory_order_acquire);
-	rc = ap_freelist_audit(head, (const _Atomic uint64_t *)(mem + AP_OFF_NEXT),
-			       h.buffer_count, seen, &a);
-	free(seen);
-	printf("head:            index %" PRIu32 "%s, tag %" PRIu32 "\n", a.head_index,
-	       a.head_index == AP_FL_END ? " (empty)" : "", a.head_tag);
-	{
-		const struct ap_pool_head *hl = (const void *)(mem + AP_OFF_HEAD);
-		uint32_t w = atomic_load_explicit((_Atomic uint32_t *)&hl->wait, memory_order_relaxed);
-
-		printf("waiters:         %s (wait word 0x%08" PRIx32 ")\n",
-		       w & AP_WAIT_WAITERS ? "announced" : "none", w);
-		printf("flush requests:  %" PRIu32 "\n",
-		       atomic_load_explicit((_Atomic uint32_t *)&hl->flush, memory_order_relaxed));
-	}
-	printf("capacity:        %" PRIu32 "\n", h.buffer_count);
-	/* As asyncpool_available(): the freelist and every thread cache. */
-	printf("available:       %" PRIu32 "\n", a.free + a.cached);
-	printf("leased:          %" PRIu32 "\n", a.leased);
-	printf("cached:          %" PRIu32 " (of the available, in thread caches)\n", a.cached);
-	if (a.lost)
-		printf("lost:            %" PRIu32 "\n", a.lost);
-	if (rc) {
-		if (a.problem_index != AP_FL_END)
-			printf("freelist:        INCONSISTENT: %s (at buffer %" PRIu32 ")\n",
-			       a.problem, a.problem_index);
-		else
-			printf("freelist:        INCONSISTENT: %s\n", a.problem);
-		return TOOL_EXIT_FAILURE;
-	}
-	printf("freelist:        consistent\n");
-	return TOOL_EXIT_OK;
+static uint64_t load64(const unsigned char *p)
+{
+	return atomic_load_explicit((_Atomic uint64_t *)p, memory_order_relaxed);
 }
 
-int cmd_inspect(int argc, char **argv)
+static uint32_t load32(const unsigned char *p)
+{
+	return atomic_load_explicit((_Atomic uint32_t *)p, memory_order_relaxed);
+}
+
+/* The records that are in use or that buffers name as their holder. */
+static void read_attachments(struct inspection *in, const unsigned char *mem, int fd)
+{
+	const unsigned char *base = mem + in->h.attach_offset;
+	uint64_t now = tool_now_ns();
+
+	for (uint32_t s = 0; s < AP_ATTACH_SLOTS; s++) {
+		const struct ap_attach *rec = (const void *)(base + (size_t)s * AP_ATTACH_SIZE);
+		struct att_view *v = &in->att[in->natt];
+		uint64_t since;
+
+		memset(v, 0, sizeof(*v));
+		v->slot = s;
+		v->alive = ap_attach_live(rec, fd, s);
+		v->state = AP_ATT_STATE(load64((const void *)&rec->life));
+		v->leased = in->a.held_leased[s + 1];
+		v->cached = in->a.held_cached[s + 1];
+		if (v->state == AP_ATT_FREE && !v->leased && !v->cached)
+			continue;
+		v->pid = load32((const void *)&rec->pid);
+		since = load64((const void *)&rec->dead_since);
+		v->dead_for_ms = since && since <= now ? (int64_t)((now - since) / 1000000u) : -1;
+		for (uint32_t k = 0; k < AP_STEPS; k++) {
+			uint32_t n = load32((const void *)&rec->step[k].count);
+
+			if (!n)
+				continue;
+			v->steps[v->nsteps].step = k;
+			v->steps[v->nsteps].count = n;
+			v->steps[v->nsteps].first = load32((const void *)&rec->step[k].first);
+			v->nsteps++;
+		}
+		in->natt++;
+	}
+	for (uint32_t hld = AP_ATTACH_SLOTS + 1; hld <= AP_HOLDER_MASK; hld++) {
+		in->stray_leased += in->a.held_leased[hld];
+		in->stray_cached += in->a.held_cached[hld];
+	}
+}
+
+/* Fill *in from the size bytes at mem; stops where the object stops being a pool. */
+static int inspect_read(struct inspection *in, const unsigned char *mem, int fd)
+{
+	const struct ap_pool_head *hl = (const void *)(mem + AP_OFF_HEAD);
+	const struct ap_pool_counters *c = (const void *)(mem + AP_OFF_COUNTERS);
+	unsigned char *seen;
+	uint64_t total;
+
+	if (in->size < sizeof(in->h))
+		return 0;
+	in->stage = SEEN_MAGIC;
+	memcpy(&in->h, mem, sizeof(in->h));
+	in->magic = (uint32_t)atomic_load(&in->h.magic);
+	if (in->magic != AP_POOL_MAGIC) {
+		in->error = -EPROTO;
+		return 0;
+	}
+	in->stage = SEEN_HEADER;
+	in->error = ap_header_check(mem, in->size, true, &in->h);
+	if (in->error) {
+		memcpy(&in->h, mem, sizeof(in->h));    /* print what is there */
+		return 0;
+	}
+	in->buffers_here = ap_bundle_geometry(in->h.buffer_count, in->h.buffer_size,
+					      &in->buffers_off, &total) && total <= in->size;
+	in->bad_releases = load64((const void *)&c->bad_releases);
+	in->corruptions = load64((const void *)&c->corruptions);
+	in->empty = load64((const void *)&c->empty);
+	in->wait = load32((const void *)&hl->wait);
+	in->flush = load32((const void *)&hl->flush);
+	seen = calloc(in->h.buffer_count / 8 + 1, 1);
+	if (!seen)
+		return -ENOMEM;
+	in->audit = ap_freelist_audit(atomic_load_explicit((_Atomic uint64_t *)&hl->head,
+							   memory_order_acquire),
+				      (const _Atomic uint64_t *)(mem + AP_OFF_NEXT),
+				      in->h.buffer_count, seen, &in->a);
+	free(seen);
+	read_attachments(in, mem, fd);
+	in->stage = SEEN_ALL;
+	return 0;
+}
+
+/* inspect_read(), with a SIGBUS (the object shrank) caught. */
+static int inspect_guarded(struct inspection *in, const unsigned char *mem, int fd)
 {
 	struct sigaction sa, old;
-	struct stat st;
-	void *mem;
-	int fd, rc;
+	int rc = 0;
 
-	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		inspect_usage(stdout);
-		return TOOL_EXIT_OK;
-	}
-	if (argc != 2 || !argv[1][0]) {
-		inspect_usage(stderr);
-		return TOOL_EXIT_USAGE;
-	}
-	if (is_shm_name(argv[1]))
-		fd = shm_open(argv[1], O_RDONLY | O_CLOEXEC, 0);
-	else
-		fd = open(argv[1], O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0) {
-		fprintf(stderr, "asyncpool: %s: %s\n", argv[1], strerror(errno));
-		return TOOL_EXIT_FAILURE;
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		fprintf(stderr, "asyncpool: %s: not a shared memory object or file\n", argv[1]);
-		close(fd);
-		return TOOL_EXIT_FAILURE;
-	}
-	if (st.st_size == 0 || (uintmax_t)st.st_size > SIZE_MAX) {
-		printf("object:          %s\nsize:            %jd bytes\n"
-		       "header:          INVALID: no header in an empty object\n",
-		       argv[1], (intmax_t)st.st_size);
-		close(fd);
-		return TOOL_EXIT_FAILURE;
-	}
-	mem = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (mem == MAP_FAILED) {
-		fprintf(stderr, "asyncpool: %s: mmap: %s\n", argv[1], strerror(errno));
-		return TOOL_EXIT_FAILURE;
-	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_sigbus;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGBUS, &sa, &old);
-	if (sigsetjmp(bus_jump, 1) == 0) {
-		rc = report(argv[1], mem, (size_t)st.st_size);
-	} else {
-		fflush(stdout);
-		printf("\nobject:          SIGBUS: the object shrank while it was read\n");
-		rc = TOOL_EXIT_FAILURE;
-	}
+	if (sigsetjmp(bus_jump, 1) == 0)
+		rc = inspect_read(in, mem, fd);
+	else
+		in->shrank = true;
 	sigaction(SIGBUS, &old, NULL);
-	munmap(mem, (size_t)st.st_size);
+	return rc;
+}
+
+static const char *att_state(const struct att_view *v)
+{
+	if (v->alive < 0)
+		return "unknown";
+	if (v->alive)
+		return "alive";
+	return v->state == AP_ATT_FREE ? "detached" : "dead";
+}
+
+static int verdict(const struct inspection *in)
+{
+	return in->stage == SEEN_ALL && !in->audit && !in->shrank ? TOOL_EXIT_OK :
+	       TOOL_EXIT_FAILURE;
+}
+
+/* ---- text ---- */
+static void print_text(const struct inspection *in)
+{
+	const struct ap_pool_header *h = &in->h;
+	const struct ap_audit *a = &in->a;
+
+	printf("object:          %s\n", in->what);
+	printf("size:            %zu bytes\n", in->size);
+	if (in->stage == SEEN_SIZE) {
+		printf("header:          too small for a header (%zu < %zu bytes)\n",
+		       in->size, sizeof(*h));
+		return;
+	}
+	printf("magic:           0x%08" PRIx32 "%s\n", in->magic,
+	       in->magic == AP_POOL_MAGIC ? " (APOL)" : "");
+	if (in->stage == SEEN_MAGIC) {
+		/* Not a pool: the rest of the header would be noise. */
+		printf("header:          INVALID: %s\n", tool_pool_error(in->error));
+		return;
+	}
+	printf("version:         %" PRIu32 "\n", h->version);
+	printf("header_size:     %" PRIu32 "\n", h->header_size);
+	printf("flags:           0x%" PRIx32 "%s\n", h->flags,
+	       h->flags == AP_POOL_F_SHARED ? " (shared)" : "");
+	printf("storage_size:    %" PRIu64 "\n", h->storage_size);
+	printf("buffer_size:     %" PRIu64 "\n", h->buffer_size);
+	printf("buffer_count:    %" PRIu32 "\n", h->buffer_count);
+	printf("attach_slots:    %" PRIu32 "\n", h->attach_slots);
+	printf("head_offset:     %" PRIu64 "\n", h->head_offset);
+	printf("counters_offset: %" PRIu64 "\n", h->counters_offset);
+	printf("next_offset:     %" PRIu64 "\n", h->next_offset);
+	printf("owners_offset:   %" PRIu64 "\n", h->owners_offset);
+	printf("attach_offset:   %" PRIu64 "\n", h->attach_offset);
+	if (in->error) {
+		printf("header:          INVALID: %s\n", tool_pool_error(in->error));
+		return;
+	}
+	printf("header:          valid (layout v%" PRIu32 ")\n", h->version);
+	if (in->stage != SEEN_ALL)
+		return;
+	if (in->buffers_here)
+		printf("buffers:         at offset %" PRIu64 " (%" PRIu64 " bytes)\n",
+		       in->buffers_off, h->buffer_size * h->buffer_count);
+	else
+		printf("buffers:         not in this object (the pool layout only)\n");
+	printf("bad_releases:    %" PRIu64 "\n", in->bad_releases);
+	printf("corruptions:     %" PRIu64 "\n", in->corruptions);
+	printf("empty:           %" PRIu64 "\n", in->empty);
+	printf("head:            index %" PRIu32 "%s, tag %" PRIu32 "\n", a->head_index,
+	       a->head_index == AP_FL_END ? " (empty)" : "", a->head_tag);
+	printf("waiters:         %s (wait word 0x%08" PRIx32 ")\n",
+	       in->wait & AP_WAIT_WAITERS ? "announced" : "none", in->wait);
+	printf("flush requests:  %" PRIu32 "\n", in->flush);
+	printf("capacity:        %" PRIu32 "\n", h->buffer_count);
+	/* As asyncpool_available(): the freelist and every thread cache. */
+	printf("available:       %" PRIu32 "\n", a->free + a->cached);
+	printf("leased:          %" PRIu32 "\n", a->leased);
+	printf("cached:          %" PRIu32 " (of the available, in thread caches)\n", a->cached);
+	if (a->lost)
+		printf("lost:            %" PRIu32 "\n", a->lost);
+	printf("attachments:     %" PRIu32 "\n", in->natt);
+	for (uint32_t i = 0; i < in->natt; i++) {
+		const struct att_view *v = &in->att[i];
+
+		printf("attachment:      slot %" PRIu32 " pid %" PRIu32 " %s leased %" PRIu32
+		       " cached %" PRIu32, v->slot, v->pid, att_state(v), v->leased, v->cached);
+		if (v->alive < 0)
+			printf(" (%s)", strerror(-v->alive));
+		if (!v->alive && v->dead_for_ms >= 0)
+			printf(" found dead %" PRId64 " ms ago", v->dead_for_ms);
+		for (uint32_t k = 0; k < v->nsteps; k++)
+			printf(" step %" PRIu32 ": %" PRIu32 " from buffer %" PRIu32, v->steps[k].step,
+			       v->steps[k].count, v->steps[k].first);
+		printf("\n");
+	}
+	if (a->held_leased[0] || a->held_cached[0])
+		printf("unattached:      leased %" PRIu32 " cached %" PRIu32 "\n",
+		       a->held_leased[0], a->held_cached[0]);
+	if (in->stray_leased || in->stray_cached)
+		printf("bad holders:     leased %" PRIu32 " cached %" PRIu32 "\n",
+		       in->stray_leased, in->stray_cached);
+	if (!in->audit)
+		printf("freelist:        consistent\n");
+	else if (a->problem_index != AP_FL_END)
+		printf("freelist:        INCONSISTENT: %s (at buffer %" PRIu32 ")\n",
+		       a->problem, a->problem_index);
+	else
+		printf("freelist:        INCONSISTENT: %s\n", a->problem);
+}
+
+/* ---- JSON: one object on one line ---- */
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			printf("\\%c", *p);
+		else if (*p < 0x20)
+			printf("\\u%04x", *p);
+		else
+			putchar(*p);
+	}
+	putchar('"');
+}
+
+static void print_json(const struct inspection *in)
+{
+	const struct ap_pool_header *h = &in->h;
+	const struct ap_audit *a = &in->a;
+	const char *v = in->shrank ? "invalid" : in->stage != SEEN_ALL ? "invalid" :
+			in->audit ? "inconsistent" : "consistent";
+
+	printf("{\"object\":");
+	json_str(in->what);
+	printf(",\"size\":%zu,\"verdict\":\"%s\"", in->size, v);
+	if (in->shrank)
+		printf(",\"error\":\"SIGBUS: the object shrank while it was read\"");
+	if (in->stage == SEEN_SIZE)
+		printf(",\"error\":\"too small for a header\"");
+	if (in->stage >= SEEN_MAGIC)
+		printf(",\"magic\":%" PRIu32, in->magic);
+	if (in->error) {
+		printf(",\"error\":");
+		json_str(tool_pool_error(in->error));
+	}
+	if (in->stage >= SEEN_HEADER)
+		printf(",\"header\":{\"version\":%" PRIu32 ",\"header_size\":%" PRIu32
+		       ",\"flags\":%" PRIu32 ",\"storage_size\":%" PRIu64 ",\"buffer_size\":%" PRIu64
+		       ",\"buffer_count\":%" PRIu32 ",\"attach_slots\":%" PRIu32
+		       ",\"head_offset\":%" PRIu64 ",\"counters_offset\":%" PRIu64
+		       ",\"next_offset\":%" PRIu64 ",\"owners_offset\":%" PRIu64
+		       ",\"attach_offset\":%" PRIu64 ",\"valid\":%s}",
+		       h->version, h->header_size, h->flags, h->storage_size, h->buffer_size,
+		       h->buffer_count, h->attach_slots, h->head_offset, h->counters_offset,
+		       h->next_offset, h->owners_offset, h->attach_offset,
+		       in->error ? "false" : "true");
+	if (in->stage == SEEN_ALL) {
+		if (in->buffers_here)
+			printf(",\"buffers_offset\":%" PRIu64, in->buffers_off);
+		printf(",\"bad_releases\":%" PRIu64 ",\"corruptions\":%" PRIu64 ",\"empty\":%" PRIu64
+		       ",\"head_index\":%" PRIu32 ",\"head_tag\":%" PRIu32
+		       ",\"waiters\":%s,\"wait_word\":%" PRIu32 ",\"flush_requests\":%" PRIu32
+		       ",\"capacity\":%" PRIu32 ",\"available\":%" PRIu32 ",\"free\":%" PRIu32
+		       ",\"leased\":%" PRIu32 ",\"cached\":%" PRIu32 ",\"lost\":%" PRIu32
+		       ",\"unattached_leased\":%" PRIu32 ",\"unattached_cached\":%" PRIu32
+		       ",\"bad_holder_leased\":%" PRIu32 ",\"bad_holder_cached\":%" PRIu32,
+		       in->bad_releases, in->corruptions, in->empty, a->head_index, a->head_tag,
+		       in->wait & AP_WAIT_WAITERS ? "true" : "false", in->wait, in->flush,
+		       h->buffer_count, a->free + a->cached, a->free, a->leased, a->cached, a->lost,
+		       a->held_leased[0], a->held_cached[0], in->stray_leased, in->stray_cached);
+		if (a->problem) {
+			printf(",\"problem\":");
+			json_str(a->problem);
+			if (a->problem_index != AP_FL_END)
+				printf(",\"problem_index\":%" PRIu32, a->problem_index);
+		}
+		printf(",\"attachments\":[");
+		for (uint32_t i = 0; i < in->natt; i++) {
+			const struct att_view *t = &in->att[i];
+
+			printf("%s{\"slot\":%" PRIu32 ",\"pid\":%" PRIu32 ",\"state\":\"%s\""
+			       ",\"leased\":%" PRIu32 ",\"cached\":%" PRIu32, i ? "," : "", t->slot,
+			       t->pid, att_state(t), t->leased, t->cached);
+			if (!t->alive && t->dead_for_ms >= 0)
+				printf(",\"dead_for_ms\":%" PRId64, t->dead_for_ms);
+			printf(",\"steps\":[");
+			for (uint32_t k = 0; k < t->nsteps; k++)
+				printf("%s{\"step\":%" PRIu32 ",\"first\":%" PRIu32 ",\"count\":%" PRIu32 "}",
+				       k ? "," : "", t->steps[k].step, t->steps[k].first,
+				       t->steps[k].count);
+			printf("]}");
+		}
+		printf("]");
+	}
+	printf("}\n");
+}
+
+int cmd_inspect(int argc, char **argv)
+{
+	struct inspection *in;
+	struct tool_args a;
+	struct stat st;
+	const char *what;
+	bool json = false;
+	void *mem;
+	int fd, rc;
+
+	if ((rc = tool_options(argc, argv, 1, inspect_usage, &a)) != TOOL_GO)
+		return rc;
+	what = argv[a.first];
+	json = a.given['j'];
+	if (tool_is_shm_name(what))
+		fd = shm_open(what, O_RDONLY | O_CLOEXEC, 0);
+	else
+		fd = open(what, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		fprintf(stderr, "asyncpool: %s: %s\n", what, strerror(errno));
+		return TOOL_EXIT_FAILURE;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		fprintf(stderr, "asyncpool: %s: not a shared memory object or file\n", what);
+		close(fd);
+		return TOOL_EXIT_FAILURE;
+	}
+	in = calloc(1, sizeof(*in));
+	if (!in) {
+		fprintf(stderr, "asyncpool: out of memory\n");
+		close(fd);
+		return TOOL_EXIT_FAILURE;
+	}
+	in->what = what;
+	in->size = (uintmax_t)st.st_size > SIZE_MAX ? SIZE_MAX : (size_t)st.st_size;
+	mem = in->size ? mmap(NULL, in->size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+	if (mem == MAP_FAILED) {
+		fprintf(stderr, "asyncpool: %s: mmap: %s\n", what, strerror(errno));
+		close(fd);
+		free(in);
+		return TOOL_EXIT_FAILURE;
+	}
+	rc = mem ? inspect_guarded(in, mem, fd) : 0;
+	if (mem)
+		munmap(mem, in->size);
+	close(fd);
+	if (rc) {
+		fprintf(stderr, "asyncpool: %s\n", strerror(-rc));
+		free(in);
+		return TOOL_EXIT_FAILURE;
+	}
+	if (json) {
+		print_json(in);
+	} else {
+		print_text(in);
+		if (in->shrank)
+			printf("\nobject:          SIGBUS: the object shrank while it was read\n");
+	}
+	rc = verdict(in);
+	free(in);
 	return rc;
 }

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 struct asyncpool;
@@ -15,9 +16,11 @@ struct asyncpool_slab;
 
 /*
  * The exit status of every subcommand (asyncpool(1), EXIT STATUS):
- * 0 it did what was asked (inspect: the pool is consistent); 1 it failed
- * (the demo saw a wrong byte, inspect could not open or read the object
- * or found it invalid or inconsistent, out of memory); 2 the command line
+ * 0 it did what was asked (inspect: the pool is consistent; reclaim: the
+ * reclaim ran, whatever it found); 1 it failed (the demo saw a wrong
+ * byte, inspect could not open or read the object or found it invalid or
+ * inconsistent, reclaim could not open the pool or reclaim, the bench's
+ * reclaim-latency lost a buffer, out of memory); 2 the command line
  * was wrong (unknown command or option, a bad or missing argument).
  */
 enum {
@@ -30,6 +33,11 @@ enum {
 int cmd_demo(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_reclaim(int argc, char **argv);
+
+/* inspect.c: a POSIX shm name ("/name"), not a path; a pool error's name. */
+bool tool_is_shm_name(const char *s);
+const char *tool_pool_error(int rc);
 
 /* demo_uring.c: zero-copy TCP loopback on io_uring. */
 enum { DEMO_URING_OK, DEMO_URING_FAILED, DEMO_URING_REFUSED };
@@ -92,11 +100,21 @@ struct bench_result {
 	double extra2;
 };
 
+/* Sort the n values of v; out[] = their median, min and max. */
+void bench_spread(double out[3], double *v, unsigned n);
 void bench_summarize(struct bench_result *out, const uint64_t *elapsed, unsigned reps,
 		     unsigned long ops, unsigned threads, unsigned long ops_total);
 /* tools/bench_shared.c: a shared pool used by two processes at once. */
 int bench_shared(uint32_t buffers, uint32_t cache, unsigned long ops, unsigned reps,
 		 struct bench_result *out);
+
+/*
+ * tools/bench_reclaim.c: rounds times, a child process attaches to a
+ * shared pool of buffers buffers, leases a quarter and caches up to
+ * cache more, and is SIGKILLed; one asyncpool_reclaim() (quarantine 0)
+ * is timed.  0, -EUCLEAN if a buffer did not come back, or -errno.
+ */
+int bench_reclaim(uint32_t buffers, uint32_t cache, unsigned rounds, struct bench_result *out);
 
 /* tools/bench_wait.c: wake-up latency of asyncpool_acquire_wait(). */
 int bench_wake(bool processes, unsigned rounds, struct bench_result *out);
@@ -107,7 +125,22 @@ int bench_contend(enum bench_contend_kind kind, unsigned long ops, unsigned reps
 		  struct bench_result *out);
 int bench_handoff_2proc(bool wait, unsigned long msgs, struct bench_result *out);
 
-/* Parse a positive decimal number, or exit TOOL_EXIT_USAGE with a message. */
-unsigned long tool_number(const char *opt, const char *arg, unsigned long max);
+/*
+ * The options of command argv[0] (the table in asyncpool.c), parsed
+ * into *a: value[key] and given[key] by short option letter, first the
+ * index of the first operand; operands: how many non-empty ones the
+ * command takes (-1: the caller checks).  TOOL_GO to go on, or the exit
+ * status to return (--help printed by help, or a usage error reported:
+ * then help goes to stderr); a number out of its range exits
+ * TOOL_EXIT_USAGE with a message.
+ */
+#define TOOL_GO (-1)
+struct tool_args {
+	unsigned long value[128];
+	bool given[128];
+	int first;
+};
+int tool_options(int argc, char **argv, int operands, void (*help)(FILE *),
+		 struct tool_args *a);
 
 #endif

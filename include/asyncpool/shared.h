@@ -55,7 +55,12 @@ int  asyncpool_shared_open_fd_proactor(int fd, struct asyncpool_proactor *p,
 				       struct asyncpool_shared **out);
 int  asyncpool_shared_open_named_proactor(const char *name, struct asyncpool_proactor *p,
 					  struct asyncpool_shared **out);
-/* flags: ASYNCPOOL_SHM_OPEN_UNSEALED (fd) or _OTHER_WRITERS (named), see shm.h */
+/*
+ * flags: ASYNCPOOL_SHM_OPEN_UNSEALED (fd) or _OTHER_WRITERS (named), see
+ * shm.h, and ASYNCPOOL_SHARED_OPEN_NO_RECLAIM.
+ */
+/* Open without the reclaim an open runs by itself (asyncpool_reclaim(3)). */
+#define ASYNCPOOL_SHARED_OPEN_NO_RECLAIM (1u << 16)
 int  asyncpool_shared_open_fd_flags(int fd, uint32_t flags, struct asyncpool_shared **out);
 int  asyncpool_shared_open_named_flags(const char *name, uint32_t flags,
 				       struct asyncpool_shared **out);
