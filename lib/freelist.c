@@ -307,9 +307,20 @@ int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n)
 		return 0;
 	for (uint32_t j = 0; j + 1 < n; j++)
 		ap_state_set_link(&fl->state[idx[j]], idx[j + 1]);
-	h = atomic_load_explicit(&line->head, memory_order_relaxed);
+	/* acquire: the depth of the head, written before its push's CAS. */
+	h = atomic_load_explicit(&line->head, memory_order_acquire);
 	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
-		ap_state_set_link(&fl->state[idx[n - 1]], AP_HEAD_INDEX(h));
+		uint32_t top = AP_HEAD_INDEX(h);
+		uint32_t d = top < fl->count ?
+			     atomic_load_explicit(&fl->depth[top], memory_order_relaxed) : 0;
+
+		/*
+		 * If the CAS below succeeds, top was the head all along (the
+		 * tag), so d was its depth: ours count on from it.
+		 */
+		for (uint32_t j = 0; j < n; j++)
+			atomic_store_explicit(&fl->depth[idx[j]], d + n - j, memory_order_relaxed);
+		ap_state_set_link(&fl->state[idx[n - 1]], top);
 		AP_TEST_POINT();
 		AP_TEST_AT(AP_TP_PUSH_LINKED);
 		/*
@@ -320,7 +331,7 @@ int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n)
 		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
 							  AP_HEAD_MAKE(idx[0], AP_HEAD_TAG(h) + 1),
 							  memory_order_seq_cst,
-							  memory_order_relaxed)) {
+							  memory_order_acquire)) {
 			ap_wait_wake(line, fl->shared);
 			return 0;
 		}
@@ -409,4 +420,31 @@ uint32_t ap_fl_count(const struct ap_freelist *fl)
 		return count_cyclic(fl, start);
 	}
 	return n;
+}
+
+/*
+ * The depth of the head, from a head that held still across the read
+ * (the tag: nothing was pushed or popped in between, so the depth is
+ * the one its push wrote).  A few tries under contention, then the last
+ * value read: monitoring needs no more.
+ */
+uint32_t ap_fl_free(const struct ap_freelist *fl)
+{
+	uint64_t h = atomic_load_explicit(&fl->line->head, memory_order_acquire);
+	uint32_t d = 0;
+
+	for (int tries = 0; tries < 64; tries++) {
+		uint32_t i = AP_HEAD_INDEX(h);
+		uint64_t again;
+
+		if (i >= fl->count)
+			return 0;       /* empty (or a head a peer broke) */
+		d = atomic_load_explicit(&fl->depth[i], memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		again = atomic_load_explicit(&fl->line->head, memory_order_acquire);
+		if (again == h)
+			break;
+		h = again;
+	}
+	return d < fl->count ? d : fl->count;
 }

@@ -41,7 +41,8 @@ static void test_storage_and_create(void)
 	       "storage_size: beyond ASYNCPOOL_MAX_BUFFERS");
 	is_int(asyncpool_shared_storage_size(16, NULL), -EINVAL, "storage_size: NULL out");
 	is_int(asyncpool_shared_storage_size(64, &size), 0, "storage_size: 64 buffers");
-	is_int(size, 256 + 64 * 8 + 64 * 576, "storage_size: header, head, counters, state, attach");
+	is_int(size, 256 + 64 * 8 + 64 * 4 + 64 * 576,
+	       "storage_size: header, head, counters, state, depth, attach");
 	is_int(asyncpool_shared_storage_size(ASYNCPOOL_MAX_BUFFERS, &size), 0, "storage_size: the maximum");
 
 	if (asyncpool_proactor_create_memory(&p))

@@ -101,7 +101,7 @@ static int report(const char *what, const unsigned char *mem, size_t size)
 	printf("head_offset:     %" PRIu64 "\n", h.head_offset);
 	printf("counters_offset: %" PRIu64 "\n", h.counters_offset);
 	printf("next_offset:     %" PRIu64 "\n", h.next_offset);
-	printf("owners_offset:   %" PRIu64 "\n", h.owners_offset);
+	printf("depth_offset:    %" PRIu64 "\n", h.depth_offset);
 	printf("attach_offset:   %" PRIu64 "\n", h.attach_offset);
 
 	rc = ap_header_check(raw, size, true, &h);
@@ -146,10 +146,15 @@ static int report(const char *what, const unsigned char *mem, size_t size)
 		       atomic_load_explicit((_Atomic uint32_t *)&hl->flush, memory_order_relaxed));
 	}
 	printf("capacity:        %" PRIu32 "\n", h.buffer_count);
-	/* As asyncpool_available(): the freelist and every thread cache. */
-	printf("available:       %" PRIu32 "\n", a.free + a.cached);
+	/*
+	 * As asyncpool_available() in a process that caches none: the
+	 * freelist.  Cached buffers are available only to the process
+	 * whose threads cache them (man asyncpool_available).
+	 */
+	printf("available:       %" PRIu32 " (on the freelist)\n", a.free);
 	printf("leased:          %" PRIu32 "\n", a.leased);
-	printf("cached:          %" PRIu32 " (of the available, in thread caches)\n", a.cached);
+	printf("cached:          %" PRIu32 " (in thread caches: available to their process only)\n",
+	       a.cached);
 	if (a.lost)
 		printf("lost:            %" PRIu32 "\n", a.lost);
 	if (rc) {
