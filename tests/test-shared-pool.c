@@ -91,6 +91,19 @@ static void test_storage_and_create(void)
 	is_int(((uint32_t *)mem)[0], 0x4c4f5041, "destroy leaves the shared pool to the others");
 	is_int(asyncpool_open_shared(mem, size, r, &b), 0, "open_shared after the creator left");
 	is_int(asyncpool_available(b), N, "everything free");
+	/*
+	 * Cached buffers are available only through the handle whose
+	 * threads cache them (issue 15): another handle, or process, can
+	 * get them only once that one flushes.
+	 */
+	is_int(asyncpool_open_shared(mem, size, r, &a), 0, "a handle with caches");
+	is_int(asyncpool_set_cache(a, 4), 0, "  set_cache 4 (batches of 2)");
+	is_int(asyncpool_acquire(a, &l), 0, "  acquire: its cache takes 2, leases 1");
+	asyncpool_lease_release(&l);
+	is_int(asyncpool_available(a), N, "  its 2 cached buffers are available to it");
+	is_int(asyncpool_available(b), N - 2, "  not to the other handle");
+	is_int(asyncpool_destroy(a), 0, "  close it: its caches flush");
+	is_int(asyncpool_available(b), N, "  then all are available to the other");
 	asyncpool_destroy(b);
 	munmap(mem, 65536);
 	asyncpool_region_unref(r);
