@@ -198,6 +198,16 @@ static void body_bulk(struct run *r, unsigned id)
 			asyncpool_release_bulk(l, BULK);
 }
 
+static void body_tokens(struct run *r, unsigned id)
+{
+	uint64_t t[BULK];
+
+	(void)id;
+	for (unsigned long i = 0; i < r->ops; i += BULK)
+		if (asyncpool_acquire_tokens(r->pool, t, BULK) == 0)
+			(void)asyncpool_release_tokens(r->pool, t, BULK);
+}
+
 /* Thread 0 acquires (or makes up) leases and queues them; thread 1 takes
  * them off the queue and releases them. */
 static void body_handoff(struct run *r, unsigned id)
@@ -277,6 +287,8 @@ static const struct bench_case cases[] = {
 	  body_handoff, 2, BENCH_PER_LEASE | BENCH_CACHED },
 	{ "bulk32", "32 leases per call (time per buffer)", body_bulk, 1, 0 },
 	{ "bulk32-cached", "the same, with a per-thread cache", body_bulk, 1, BENCH_CACHED },
+	{ "tokens32", "32 tokens per call, no leases (time per buffer)", body_tokens, 1, 0 },
+	{ "tokens32-cached", "the same, with a per-thread cache", body_tokens, 1, BENCH_CACHED },
 	{ "shared-2proc", "a shared pool used by two processes at once",
 	  NULL, 2, BENCH_PROCESSES },
 	{ "shared-2proc-cached", "the same, with per-thread caches",
@@ -379,7 +391,7 @@ static void print_table(const struct bench_result *res, size_t n, unsigned reps)
 		printf("%-22s %7u %10.2f %10.2f %10.2f %12.2f\n", res[i].name, res[i].threads,
 		       res[i].ns[0], res[i].ns[1], res[i].ns[2], res[i].mops[0]);
 	printf("(medians of %u repetitions; one op is an acquire+release pair;\n"
-	       " bulk32: per buffer; handoff: per lease, acquired by one thread, released by the other;\n"
+	       " bulk32, tokens32: per buffer; handoff: per lease, acquired by one thread, released by the other;\n"
 	       " wake-*: ns from a release to the return of the waiter's asyncpool_acquire_wait(),\n"
 	       " 2000 wake-ups: ns/op the median, min the minimum, max the 99th percentile)\n",
 	       reps);
