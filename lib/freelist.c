@@ -72,7 +72,8 @@ static inline bool head_moved(const struct ap_freelist *fl, uint64_t *h)
  */
 static struct ap_step *step_begin(struct ap_freelist *fl)
 {
-	static __thread uint32_t hint;
+	/* initial-exec: no __tls_get_addr call on every pop of a shared pool */
+	static __thread uint32_t hint __attribute__((tls_model("initial-exec")));
 	struct ap_attach *a = fl->att;
 
 	if (!a)
@@ -128,12 +129,17 @@ static inline bool take(struct ap_freelist *fl, uint32_t i, uint64_t seen, uint3
 	return true;
 }
 
-int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *gen)
+/*
+ * The pop, with the step st of our attachment or NULL; inlined into the
+ * two callers below, so that a pool without attachment (a local pool,
+ * raw shared memory) runs a copy with no step code at all.
+ */
+static inline __attribute__((always_inline)) int pop_one(struct ap_freelist *fl, uint32_t kind,
+							uint32_t *idx, uint32_t *gen,
+							struct ap_step *st)
 {
 	struct ap_pool_head *line = fl->line;
 	uint64_t h = atomic_load_explicit(&line->head, memory_order_acquire);
-	struct ap_step *st = step_begin(fl);
-	int rc = -EUCLEAN;
 
 	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
 		uint32_t i = AP_HEAD_INDEX(h), n;
@@ -141,8 +147,7 @@ int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *ge
 
 		if (i == AP_FL_END) {
 			count_empty(fl);
-			rc = -ENOBUFS;
-			goto out;
+			return -ENOBUFS;
 		}
 		if (AP_UNLIKELY(i >= fl->count))
 			break;
@@ -177,12 +182,22 @@ int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *ge
 				continue;
 			}
 			*idx = i;
-			rc = 0;
-			goto out;
+			return 0;
 		}
 	}
 	ap_fl_count_corruption(fl, 1);
-out:
+	return -EUCLEAN;
+}
+
+int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *gen)
+{
+	struct ap_step *st;
+	int rc;
+
+	if (!fl->att)
+		return pop_one(fl, kind, idx, gen, NULL);
+	st = step_begin(fl);
+	rc = pop_one(fl, kind, idx, gen, st);
 	step_end(st);
 	return rc;
 }
@@ -293,12 +308,9 @@ out:
 
 #undef AP_OUT
 
-int ap_fl_push(struct ap_freelist *fl, uint32_t idx)
-{
-	return ap_fl_push_chain(fl, &idx, 1);
-}
-
-int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n)
+/* One push loop, inlined into both pushes: a single push runs it with n 1. */
+static inline __attribute__((always_inline)) int push_chain(struct ap_freelist *fl,
+							   const uint32_t *idx, uint32_t n)
 {
 	struct ap_pool_head *line = fl->line;
 	uint64_t h;
@@ -340,6 +352,16 @@ int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n)
 	return -EUCLEAN;
 }
 
+int ap_fl_push(struct ap_freelist *fl, uint32_t idx)
+{
+	return push_chain(fl, &idx, 1);
+}
+
+int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n)
+{
+	return push_chain(fl, idx, n);
+}
+
 int ap_fl_release(struct ap_freelist *fl, uint32_t idx, uint32_t gen)
 {
 	uint64_t was;
@@ -352,7 +374,7 @@ int ap_fl_release(struct ap_freelist *fl, uint32_t idx, uint32_t gen)
 		return -EALREADY;
 	}
 	AP_TEST_AT(AP_TP_RELEASE_CLAIMED);
-	rc = ap_fl_push(fl, idx);
+	rc = push_chain(fl, &idx, 1);
 	if (AP_UNLIKELY(rc))
 		ap_state_unclaim(&fl->state[idx], was);
 	return rc;
