@@ -35,7 +35,7 @@ struct ap_attach *ap_attach_rec(const struct asyncpool *pool, uint32_t slot)
 	return (struct ap_attach *)((char *)pool->storage + g.attach_offset) + slot;
 }
 
-static int lock_byte(int fd, int cmd, short type, uint64_t at, struct flock *out)
+int ap_lock_byte(int fd, int cmd, short type, uint64_t at, struct flock *out)
 {
 	struct flock fl;
 
@@ -79,12 +79,12 @@ int ap_attach(struct asyncpool *pool, int fd)
 
 			if (AP_ATT_STATE(life) != AP_ATT_FREE)
 				continue;
-			if (lock_byte(lfd, F_OFD_SETLK, F_WRLCK, AP_LOCK_BASE + s, NULL))
+			if (ap_lock_byte(lfd, F_OFD_SETLK, F_WRLCK, AP_LOCK_BASE + s, NULL))
 				continue;       /* a live process has it */
 			if (!atomic_compare_exchange_strong_explicit(
 				    &a->life, &life, AP_ATT_MAKE(AP_ATT_LIVE, AP_ATT_EPOCH(life) + 1),
 				    memory_order_acq_rel, memory_order_relaxed)) {
-				(void)lock_byte(lfd, F_OFD_SETLK, F_UNLCK, AP_LOCK_BASE + s, NULL);
+				(void)ap_lock_byte(lfd, F_OFD_SETLK, F_UNLCK, AP_LOCK_BASE + s, NULL);
 				continue;
 			}
 			/* A step left busy by a process that died outside a pop. */
@@ -159,7 +159,7 @@ int ap_attach_alive(const struct asyncpool *pool, uint32_t slot)
 		return 1;
 	if (pool->lock_fd < 0)
 		return -EOPNOTSUPP;
-	rc = lock_byte(pool->lock_fd, F_OFD_GETLK, F_WRLCK, AP_LOCK_BASE + slot, &fl);
+	rc = ap_lock_byte(pool->lock_fd, F_OFD_GETLK, F_WRLCK, AP_LOCK_BASE + slot, &fl);
 	if (rc)
 		return rc;
 	return fl.l_type != F_UNLCK;

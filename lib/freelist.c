@@ -176,13 +176,12 @@ static inline __attribute__((always_inline)) int pop_one(struct ap_freelist *fl,
 							  memory_order_acquire,
 							  memory_order_acquire)) {
 			AP_TEST_AT(AP_TP_POP_CASED);
-			if (AP_UNLIKELY(!take(fl, i, w, kind, gen))) {
-				/* A reclaim took it: it pushes it back. */
-				h = atomic_load_explicit(&line->head, memory_order_acquire);
-				continue;
+			if (AP_LIKELY(take(fl, i, w, kind, gen))) {
+				*idx = i;
+				return 0;
 			}
-			*idx = i;
-			return 0;
+			/* A reclaim took it: it pushes it back. */
+			h = atomic_load_explicit(&line->head, memory_order_acquire);
 		}
 	}
 	ap_fl_count_corruption(fl, 1);

@@ -90,19 +90,19 @@ struct asyncpool_slab {
 
 /* ---- proactor backends ---- */
 struct proactor_ops {
-	const char *name;
 	/* Register r (its slab, access and geometry are set); fill r->backend. */
 	int  (*register_region)(struct asyncpool_proactor *p, struct asyncpool_region *r);
 	/* Undo register_region; called once, on the region's last unref. */
 	void (*unregister_region)(struct asyncpool_proactor *p, struct asyncpool_region *r);
-	/* buffer_index is in range when these are called. */
+	/* Optional (NULL: -EOPNOTSUPP, a backend without fixed buffers or
+	 * buffer rings).  buffer_index is in range. */
 	int  (*fixed_index)(const struct asyncpool_region *r, uint32_t buffer_index);
 	int  (*buffer_group)(const struct asyncpool_region *r);
-	int  (*recv_lease)(struct asyncpool_region *r, const struct io_uring_cqe *cqe,
-			   struct asyncpool_lease *out);
-	/* Optional (NULL: -EOPNOTSUPP).  out is zeroed, max > 0. */
-	int  (*recv_leases)(struct asyncpool_region *r, const struct io_uring_cqe *cqe,
-			    struct asyncpool_lease *leases, unsigned int max, unsigned int *n);
+	/* Optional (NULL: -EOPNOTSUPP): the leases of a receive completion,
+	 * one (bundle false, max 1) or those of a bundle (up to max > 0).
+	 * out is zeroed. */
+	int  (*recv)(struct asyncpool_region *r, const struct io_uring_cqe *cqe,
+		     struct asyncpool_lease *out, unsigned int max, unsigned int *n, bool bundle);
 	/* Optional (NULL: -EINVAL): wait for a recv ring to hold buffers. */
 	int  (*region_wait)(struct asyncpool_region *r, int64_t timeout_ns);
 	int  (*region_prep_wait)(struct asyncpool_region *r, struct io_uring_sqe *sqe);

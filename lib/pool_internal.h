@@ -96,6 +96,10 @@ void ap_detach(struct asyncpool *pool);
 struct ap_attach *ap_attach_rec(const struct asyncpool *pool, uint32_t slot);
 /* 1 alive, 0 dead or free, negative errno */
 int  ap_attach_alive(const struct asyncpool *pool, uint32_t slot);
+/* fcntl(fd, cmd) on the one byte at: an OFD lock of type (F_OFD_GETLK
+ * copies the result to *out); 0 or -errno. */
+struct flock;
+int  ap_lock_byte(int fd, int cmd, short type, uint64_t at, struct flock *out);
 
 /* reclaim.c */
 int  ap_reclaim(struct asyncpool *pool, bool quiet);

@@ -17,30 +17,11 @@ static void memory_unregister(struct asyncpool_proactor *p, struct asyncpool_reg
 {
 }
 
-/* There are no fixed buffers or buffer rings without a ring. */
-static int memory_fixed_index(const struct asyncpool_region *r, uint32_t buffer_index)
-{
-	return -EOPNOTSUPP;
-}
-
-static int memory_buffer_group(const struct asyncpool_region *r)
-{
-	return -EOPNOTSUPP;
-}
-
-static int memory_recv_lease(struct asyncpool_region *r, const struct io_uring_cqe *cqe,
-			     struct asyncpool_lease *out)
-{
-	return -EOPNOTSUPP;
-}
-
+/* No ring: no fixed buffers, no buffer rings, no receive completions
+ * (the ops it leaves out answer -EOPNOTSUPP). */
 static const struct proactor_ops memory_ops = {
-	.name = "memory",
 	.register_region = memory_register,
 	.unregister_region = memory_unregister,
-	.fixed_index = memory_fixed_index,
-	.buffer_group = memory_buffer_group,
-	.recv_lease = memory_recv_lease,
 };
 
 AP_EXPORT int asyncpool_proactor_create_memory(struct asyncpool_proactor **out)

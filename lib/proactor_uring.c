@@ -1168,8 +1168,8 @@ static int recv_check_ring(struct ur_proactor *u, struct ur_recv *rv, uint32_t l
  * a completion of 0 bytes used none.  All or nothing: on error no
  * buffer changed hands and out[0..max) is zeroed.
  */
-static int recv_take(struct asyncpool_region *r, const struct io_uring_cqe *cqe,
-		     struct asyncpool_lease *out, unsigned int max, unsigned int *n, bool bundle)
+static int uring_recv(struct asyncpool_region *r, const struct io_uring_cqe *cqe,
+		      struct asyncpool_lease *out, unsigned int max, unsigned int *n, bool bundle)
 {
 	struct ur_proactor *u = ur_of(r->proactor);
 	struct ur_recv *rv = ((struct ur_region *)r->backend)->recv;
@@ -1266,20 +1266,6 @@ static int recv_take(struct asyncpool_region *r, const struct io_uring_cqe *cqe,
 	pthread_mutex_unlock(&rv->cqe_lock);
 	*n = k;
 	return 0;
-}
-
-static int uring_recv_lease(struct asyncpool_region *r, const struct io_uring_cqe *cqe,
-			    struct asyncpool_lease *out)
-{
-	unsigned int n;
-
-	return recv_take(r, cqe, out, 1, &n, false);
-}
-
-static int uring_recv_leases(struct asyncpool_region *r, const struct io_uring_cqe *cqe,
-			     struct asyncpool_lease *leases, unsigned int max, unsigned int *n)
-{
-	return recv_take(r, cqe, leases, max, n, true);
 }
 
 /*
@@ -1428,13 +1414,11 @@ static int uring_destroy(struct asyncpool_proactor *p)
 }
 
 static const struct proactor_ops uring_ops = {
-	.name = "io_uring",
 	.register_region = uring_register,
 	.unregister_region = uring_unregister,
 	.fixed_index = uring_fixed_index,
 	.buffer_group = uring_buffer_group,
-	.recv_lease = uring_recv_lease,
-	.recv_leases = uring_recv_leases,
+	.recv = uring_recv,
 	.region_wait = uring_region_wait,
 	.region_prep_wait = uring_region_prep_wait,
 	.region_stats = uring_region_stats,

@@ -42,14 +42,7 @@ static uint64_t now_ns(void)
 
 static int reclaim_lock(int fd, short type)
 {
-	struct flock fl;
-
-	memset(&fl, 0, sizeof(fl));
-	fl.l_type = type;
-	fl.l_whence = SEEK_SET;
-	fl.l_start = (off_t)AP_LOCK_RECLAIM;
-	fl.l_len = 1;
-	return fcntl(fd, F_OFD_SETLK, &fl) < 0 ? -errno : 0;
+	return ap_lock_byte(fd, F_OFD_SETLK, type, AP_LOCK_RECLAIM, NULL);
 }
 
 /* Mark in reach[] the list as it was at one instant; false if it never held still. */

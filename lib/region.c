@@ -41,6 +41,8 @@ AP_EXPORT int asyncpool_region_fixed_index(const struct asyncpool_region *r,
 {
 	if (!r || buffer_index >= r->buffer_count)
 		return -EINVAL;
+	if (!r->proactor->ops->fixed_index)
+		return -EOPNOTSUPP;
 	return r->proactor->ops->fixed_index(r, buffer_index);
 }
 
@@ -48,6 +50,8 @@ AP_EXPORT int asyncpool_region_buffer_group(const struct asyncpool_region *r)
 {
 	if (!r)
 		return -EINVAL;
+	if (!r->proactor->ops->buffer_group)
+		return -EOPNOTSUPP;
 	return r->proactor->ops->buffer_group(r);
 }
 
@@ -55,12 +59,16 @@ AP_EXPORT int asyncpool_region_recv_lease(struct asyncpool_region *r,
 					  const struct io_uring_cqe *cqe,
 					  struct asyncpool_lease *out)
 {
+	unsigned int n;
+
 	if (!out)
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
 	if (!r || !cqe)
 		return -EINVAL;
-	return r->proactor->ops->recv_lease(r, cqe, out);
+	if (!r->proactor->ops->recv)
+		return -EOPNOTSUPP;
+	return r->proactor->ops->recv(r, cqe, out, 1, &n, false);
 }
 
 AP_EXPORT int asyncpool_region_recv_leases(struct asyncpool_region *r,
@@ -75,9 +83,9 @@ AP_EXPORT int asyncpool_region_recv_leases(struct asyncpool_region *r,
 	memset(leases, 0, sizeof(*leases) * max);
 	if (!r || !cqe)
 		return -EINVAL;
-	if (!r->proactor->ops->recv_leases)
+	if (!r->proactor->ops->recv)
 		return -EOPNOTSUPP;
-	return r->proactor->ops->recv_leases(r, cqe, leases, max, n);
+	return r->proactor->ops->recv(r, cqe, leases, max, n, true);
 }
 
 AP_EXPORT int asyncpool_region_wait(struct asyncpool_region *r, int64_t timeout_ns)

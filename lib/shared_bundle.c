@@ -128,54 +128,71 @@ AP_EXPORT int asyncpool_shared_create(const struct asyncpool_shared_options *opt
 	return asyncpool_shared_create_proactor(opts, NULL, out);
 }
 
+/* Copy the caller's options in and check them; the layout's geometry. */
+static int options_in(struct asyncpool_shared_options *o,
+		      const struct asyncpool_shared_options *opts, size_t *off, size_t *total)
+{
+	int rc = ap_opts_copy(o, sizeof(*o), opts, SHARED_OPTS_V1);
+
+	if (rc)
+		return rc;
+	if (o->reserved || (o->flags & ~AP_SHARED_FLAGS) || (o->mode & ~0777u))
+		return -EINVAL;
+	if (!o->name && o->mode)
+		return -EINVAL;
+	if (o->name && (o->flags & ASYNCPOOL_SHARED_HUGE_PREFER))
+		return -EINVAL;
+	if (o->buffer_size == 0 || o->buffer_size % AP_BUFFER_ALIGN)
+		return -EINVAL;
+	return bundle_geometry(o->buffer_count, o->buffer_size, off, total);
+}
+
+/* A new shared pool of checked options o, its layout at 0 and its
+ * buffers at off, total bytes in all. */
+static int bundle_create(const struct asyncpool_shared_options *o, size_t off, size_t total,
+			 struct asyncpool_proactor *p, struct asyncpool_shared **out)
+{
+	struct asyncpool_shared *sp = calloc(1, sizeof(*sp));
+	int rc;
+
+	if (!sp)
+		return -ENOMEM;
+	sp->shm.fd = -1;
+	if (o->name)
+		rc = asyncpool_shm_create_named(o->name, total, (mode_t)o->mode, &sp->shm);
+	else
+		rc = asyncpool_shm_create(total, (o->flags & ASYNCPOOL_SHARED_HUGE_PREFER) ?
+					  ASYNCPOOL_SHM_HUGE_PREFER : 0, &sp->shm);
+	if (rc) {
+		free(sp);
+		return rc;
+	}
+	rc = bundle_build(sp, p, o->buffer_count, o->buffer_size, off, true);
+	if (rc) {
+		bundle_free(sp);
+		if (o->name)
+			asyncpool_shm_unlink_named(o->name);
+		return rc;
+	}
+	*out = sp;
+	return 0;
+}
+
 AP_EXPORT int asyncpool_shared_create_proactor(const struct asyncpool_shared_options *opts,
 					       struct asyncpool_proactor *p,
 					       struct asyncpool_shared **out)
 {
 	struct asyncpool_shared_options o;
-	struct asyncpool_shared *sp;
 	size_t off, total;
 	int rc;
 
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	rc = ap_opts_copy(&o, sizeof(o), opts, SHARED_OPTS_V1);
-	if (rc)
-		return rc;
-	if (o.reserved || (o.flags & ~AP_SHARED_FLAGS) || (o.mode & ~0777u))
-		return -EINVAL;
-	if (!o.name && o.mode)
-		return -EINVAL;
-	if (o.name && (o.flags & ASYNCPOOL_SHARED_HUGE_PREFER))
-		return -EINVAL;
-	if (o.buffer_size == 0 || o.buffer_size % AP_BUFFER_ALIGN)
-		return -EINVAL;
-	rc = bundle_geometry(o.buffer_count, o.buffer_size, &off, &total);
-	if (rc)
-		return rc;
-	sp = calloc(1, sizeof(*sp));
-	if (!sp)
-		return -ENOMEM;
-	sp->shm.fd = -1;
-	if (o.name)
-		rc = asyncpool_shm_create_named(o.name, total, (mode_t)o.mode, &sp->shm);
-	else
-		rc = asyncpool_shm_create(total, (o.flags & ASYNCPOOL_SHARED_HUGE_PREFER) ?
-					  ASYNCPOOL_SHM_HUGE_PREFER : 0, &sp->shm);
-	if (rc) {
-		free(sp);
-		return rc;
-	}
-	rc = bundle_build(sp, p, o.buffer_count, o.buffer_size, off, true);
-	if (rc) {
-		bundle_free(sp);
-		if (o.name)
-			asyncpool_shm_unlink_named(o.name);
-		return rc;
-	}
-	*out = sp;
-	return 0;
+	rc = options_in(&o, opts, &off, &total);
+	if (rc == 0)
+		rc = bundle_create(&o, off, total, p, out);
+	return rc;
 }
 
 /* Open the pool in sp->shm, which a peer made: trust nothing in it. */

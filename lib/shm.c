@@ -161,27 +161,18 @@ static int shm_try_create(size_t size, bool huge, struct asyncpool_shm *out)
 		size_t page = huge_size(fd);
 
 		if (size > SIZE_MAX - page) {
-			rc = -EOVERFLOW;
-			goto fail;
+			close(fd);
+			return -EOVERFLOW;
 		}
 		size = ap_align_up(size, page);
 	}
-	if ((uint64_t)size > INT64_MAX) {
-		rc = -EOVERFLOW;
-		goto fail;
-	}
-	rc = shm_resize(fd, size);
-	if (rc)
-		goto fail;
-	if (fcntl(fd, F_ADD_SEALS, SHM_SEALS) < 0) {
+	rc = (uint64_t)size > INT64_MAX ? -EOVERFLOW : shm_resize(fd, size);
+	if (rc == 0 && fcntl(fd, F_ADD_SEALS, SHM_SEALS) < 0)
 		rc = -errno;
-		goto fail;
-	}
-	rc = shm_mmap(fd, size, out);
 	if (rc == 0)
-		return 0;
-fail:
-	close(fd);
+		rc = shm_mmap(fd, size, out);
+	if (rc)
+		close(fd);
 	return rc;
 }
 
@@ -267,14 +258,12 @@ AP_EXPORT int asyncpool_shm_create_named(const char *name, size_t size, mode_t m
 	if (fd < 0)
 		return -errno;
 	rc = fchmod(fd, mode) < 0 ? -errno : shm_resize(fd, size);
-	if (rc)
-		goto fail;
-	rc = shm_mmap(fd, size, out);
 	if (rc == 0)
-		return 0;
-fail:
-	shm_unlink(name);
-	close(fd);
+		rc = shm_mmap(fd, size, out);
+	if (rc) {
+		shm_unlink(name);
+		close(fd);
+	}
 	return rc;
 }
 
@@ -323,56 +312,58 @@ AP_EXPORT void asyncpool_shm_close(struct asyncpool_shm *shm)
 	shm_clear(shm);
 }
 
-AP_EXPORT int asyncpool_shm_send_fd(int sock, int fd)
-{
-	char byte = 'F';
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+/* Room for a few fds, so that extra ones are received and closed. */
+#define RECV_MAX_FDS 16
+
+/* The one-byte message that carries a descriptor (SCM_RIGHTS). */
+struct fd_msg {
+	struct msghdr msg;
+	struct iovec iov;
+	char byte;
 	union {
 		struct cmsghdr align;
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(RECV_MAX_FDS * sizeof(int))];
 	} u;
-	struct msghdr msg = {
-		.msg_iov = &iov,
-		.msg_iovlen = 1,
-		.msg_control = u.buf,
-		.msg_controllen = sizeof(u.buf),
-	};
+};
+
+/* Zero m, then point it at its byte and at room for nfds descriptors. */
+static void fd_msg_init(struct fd_msg *m, unsigned int nfds)
+{
+	memset(m, 0, sizeof(*m));
+	m->iov.iov_base = &m->byte;
+	m->iov.iov_len = 1;
+	m->msg.msg_iov = &m->iov;
+	m->msg.msg_iovlen = 1;
+	m->msg.msg_control = m->u.buf;
+	m->msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+}
+
+AP_EXPORT int asyncpool_shm_send_fd(int sock, int fd)
+{
+	struct fd_msg m;
 	struct cmsghdr *c;
 	ssize_t n;
 
 	if (sock < 0 || fd < 0)
 		return -EBADF;
-	memset(&u, 0, sizeof(u));
-	c = CMSG_FIRSTHDR(&msg);
+	fd_msg_init(&m, 1);
+	m.byte = 'F';
+	c = CMSG_FIRSTHDR(&m.msg);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(c), &fd, sizeof(int));
 	do
-		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+		n = sendmsg(sock, &m.msg, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return -errno;
 	return n == 1 ? 0 : -EIO;
 }
 
-/* Room for a few fds, so that extra ones are received and closed. */
-#define RECV_MAX_FDS 16
-
 AP_EXPORT int asyncpool_shm_recv_fd(int sock, int *fd_out)
 {
-	char byte;
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	union {
-		struct cmsghdr align;
-		char buf[CMSG_SPACE(RECV_MAX_FDS * sizeof(int))];
-	} u;
-	struct msghdr msg = {
-		.msg_iov = &iov,
-		.msg_iovlen = 1,
-		.msg_control = u.buf,
-		.msg_controllen = sizeof(u.buf),
-	};
+	struct fd_msg m;
 	int fds[RECV_MAX_FDS];
 	unsigned int nfds = 0;
 	ssize_t n;
@@ -382,12 +373,13 @@ AP_EXPORT int asyncpool_shm_recv_fd(int sock, int *fd_out)
 	*fd_out = -1;
 	if (sock < 0)
 		return -EBADF;
+	fd_msg_init(&m, RECV_MAX_FDS);
 	do
-		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+		n = recvmsg(sock, &m.msg, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return -errno;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m.msg); c; c = CMSG_NXTHDR(&m.msg, c)) {
 		size_t len;
 
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
@@ -399,7 +391,7 @@ AP_EXPORT int asyncpool_shm_recv_fd(int sock, int *fd_out)
 	}
 	if (n == 0 && nfds == 0)
 		return -ECONNRESET;
-	if (nfds != 1 || (msg.msg_flags & MSG_CTRUNC)) {
+	if (nfds != 1 || (m.msg.msg_flags & MSG_CTRUNC)) {
 		for (unsigned int i = 0; i < nfds; i++)
 			close(fds[i]);
 		return -EBADMSG;

@@ -124,6 +124,24 @@ static int check_geometry(size_t buffer_size, uint32_t buffer_count, size_t *len
 	return 0;
 }
 
+/* A slab of buffer_count x buffer_size at base (length bytes, in pages of
+ * page bytes) with one reference, or NULL without memory. */
+static struct asyncpool_slab *slab_new(void *base, size_t buffer_size, uint32_t buffer_count,
+				       size_t length, size_t page)
+{
+	struct asyncpool_slab *slab = calloc(1, sizeof(*slab));
+
+	if (slab) {
+		atomic_init(&slab->refs, 1);
+		slab->base = base;
+		slab->buffer_size = buffer_size;
+		slab->buffer_count = buffer_count;
+		slab->length = length;
+		slab->page_size = page;
+	}
+	return slab;
+}
+
 AP_EXPORT int asyncpool_slab_create(const struct asyncpool_slab_options *opts,
 				    struct asyncpool_slab **out)
 {
@@ -151,26 +169,17 @@ AP_EXPORT int asyncpool_slab_create(const struct asyncpool_slab_options *opts,
 	if (rc)
 		return rc;
 
-	slab = calloc(1, sizeof(*slab));
-	if (!slab)
-		return -ENOMEM;
-
 	if (o.flags & (ASYNCPOOL_SLAB_HUGE_PREFER | ASYNCPOOL_SLAB_HUGE_REQUIRE)) {
 		page = huge_page_size();
 		rc = map_anonymous(length, page, MAP_HUGETLB, &base, &map_length);
-		if (rc == -EOVERFLOW ||
-		    (rc && (o.flags & ASYNCPOOL_SLAB_HUGE_REQUIRE))) {
-			free(slab);
+		if (rc == -EOVERFLOW || (rc && (o.flags & ASYNCPOOL_SLAB_HUGE_REQUIRE)))
 			return rc;
-		}
 	}
 	if (base == MAP_FAILED) {
 		page = system_page_size();
 		rc = map_anonymous(length, page, 0, &base, &map_length);
-		if (rc) {
-			free(slab);
+		if (rc)
 			return rc;
-		}
 #ifdef MADV_HUGEPAGE
 		/* Preferred but not reserved: let THP back it where it can. */
 		if (o.flags & ASYNCPOOL_SLAB_HUGE_PREFER)
@@ -192,18 +201,16 @@ AP_EXPORT int asyncpool_slab_create(const struct asyncpool_slab_options *opts,
 		prefault(base, map_length, page);
 	}
 
-	atomic_init(&slab->refs, 1);
-	slab->base = base;
-	slab->buffer_size = o.buffer_size;
-	slab->buffer_count = o.buffer_count;
-	slab->length = length;
+	slab = slab_new(base, o.buffer_size, o.buffer_count, length, page);
+	if (!slab) {
+		rc = -ENOMEM;
+		goto fail;
+	}
 	slab->map_length = map_length;
-	slab->page_size = page;
 	*out = slab;
 	return 0;
 fail:
 	munmap(base, map_length);
-	free(slab);
 	return rc;
 }
 
@@ -225,15 +232,9 @@ AP_EXPORT int asyncpool_slab_wrap(void *base, size_t buffer_size, uint32_t buffe
 		return rc;
 	if (length > UINTPTR_MAX - (uintptr_t)base)
 		return -EOVERFLOW;
-	slab = calloc(1, sizeof(*slab));
+	slab = slab_new(base, buffer_size, buffer_count, length, system_page_size());
 	if (!slab)
 		return -ENOMEM;
-	atomic_init(&slab->refs, 1);
-	slab->base = base;
-	slab->buffer_size = buffer_size;
-	slab->buffer_count = buffer_count;
-	slab->length = length;
-	slab->page_size = system_page_size();
 	slab->destroy = destroy;
 	slab->destroy_ctx = ctx;
 	*out = slab;

@@ -26,16 +26,6 @@
 
 static struct asyncpool_proactor *proactor;
 
-static uint64_t bad_releases(struct asyncpool *pool)
-{
-	struct asyncpool_stats st;
-
-	memset(&st, 0, sizeof(st));
-	st.size = sizeof(st);
-	asyncpool_stats(pool, &st);
-	return st.bad_releases;
-}
-
 /* ---- options ---- */
 static void test_options(void)
 {
@@ -102,120 +92,27 @@ static void test_options(void)
 }
 
 /* ---- 8 threads handing leases to each other ---- */
-struct queue {
-	pthread_mutex_t lock;
-	struct asyncpool_lease *v;
-	uint32_t head, tail, cap;       /* ring of cap entries */
-};
-
-static struct queue queues[THREADS];
+static struct handoff handoff;
 static struct asyncpool *hpool;
-static long handoffs = 50000;
-static _Atomic unsigned char inuse[BUFFERS];
-static atomic_long violations, errors, enobufs, released;
-static atomic_int producing;
+static struct asyncpool_lease parked[BUFFERS];   /* by buffer index */
 
-static void queue_push(struct queue *q, const struct asyncpool_lease *l)
+/* A local pool adopts no index: the lease waits in parked[]. */
+static void park(const struct asyncpool_lease *l)
 {
-	pthread_mutex_lock(&q->lock);
-	if (q->tail - q->head == q->cap) {
-		uint32_t cap = 2 * q->cap;
-		struct asyncpool_lease *v = malloc(sizeof(*v) * cap);
-
-		if (!v)
-			bail_out("queue");
-		for (uint32_t i = 0; i < q->cap; i++)
-			v[i] = q->v[(q->head + i) % q->cap];
-		free(q->v);
-		q->v = v;
-		q->tail -= q->head;
-		q->head = 0;
-		q->cap = cap;
-	}
-	q->v[q->tail++ % q->cap] = *l;
-	pthread_mutex_unlock(&q->lock);
+	parked[l->buffer_index] = *l;
 }
 
-static int queue_pop(struct queue *q, struct asyncpool_lease *l)
+static int unpark(struct asyncpool *pool, uint32_t idx, struct asyncpool_lease *l)
 {
-	int got = 0;
-
-	pthread_mutex_lock(&q->lock);
-	if (q->head != q->tail) {
-		*l = q->v[q->head++ % q->cap];
-		got = 1;
-	}
-	pthread_mutex_unlock(&q->lock);
-	return got;
+	*l = parked[idx];
+	return 0;
 }
 
-/* Check the buffer still carries what its acquirer wrote, then release. */
-static void check_and_release(struct asyncpool_lease *l)
-{
-	uint64_t *w = asyncpool_span_ptr(l->span);
-	uint32_t idx = l->buffer_index;
-
-	if (w[1] != (w[0] ^ 0x5a5a5a5a5a5a5a5aull) || w[2] != idx)
-		atomic_fetch_add(&violations, 1);
-	if (atomic_exchange(&inuse[idx], 0) != 1)
-		atomic_fetch_add(&violations, 1);
-	asyncpool_lease_release(l);
-	atomic_fetch_add(&released, 1);
-}
-
-static int drain(unsigned id)
-{
-	struct asyncpool_lease l;
-	int n = 0;
-
-	while (queue_pop(&queues[id], &l)) {
-		check_and_release(&l);
-		n++;
-	}
-	return n;
-}
+static const struct handoff_ops parking = { .send = park, .take = unpark };
 
 static void *handoff_worker(void *arg)
 {
-	unsigned id = (unsigned)(uintptr_t)arg;
-	uint64_t seed = 0x12345678u + id * 0x9e3779b9u;
-
-	for (long i = 0; i < handoffs; i++) {
-		struct asyncpool_lease l;
-		uint64_t *w;
-		int rc;
-
-		if (i % 16 == 0)
-			drain(id);
-		rc = asyncpool_acquire(hpool, &l);
-		if (rc == -ENOBUFS) {
-			atomic_fetch_add(&enobufs, 1);
-			if (!drain(id))
-				sched_yield();
-			i--;
-			continue;
-		}
-		if (rc) {
-			atomic_fetch_add(&errors, 1);
-			break;
-		}
-		if (l.buffer_index >= BUFFERS || atomic_exchange(&inuse[l.buffer_index], 1) != 0)
-			atomic_fetch_add(&violations, 1);
-		w = asyncpool_span_ptr(l.span);
-		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-		w[0] = seed;
-		w[1] = seed ^ 0x5a5a5a5a5a5a5a5aull;
-		w[2] = l.buffer_index;
-		queue_push(&queues[(seed >> 33) % THREADS], &l);
-	}
-	atomic_fetch_sub(&producing, 1);
-	/* Release what the others send until everyone has stopped sending. */
-	while (atomic_load(&producing) > 0)
-		if (!drain(id))
-			sched_yield();
-	drain(id);
-	if (asyncpool_cache_flush(hpool))
-		atomic_fetch_add(&errors, 1);
+	handoff_thread(&handoff, (unsigned)(uintptr_t)arg, hpool, &parking);
 	return NULL;
 }
 
@@ -224,23 +121,18 @@ static void test_handoff(void)
 	pthread_t t[THREADS];
 	struct asyncpool_lease *all;
 
-	handoffs = stress_iterations(handoffs);
+	handoff_init(&handoff, THREADS, BUFFERS, stress_iterations(50000), false);
 	hpool = make_pool(proactor, 64, BUFFERS, CACHE);
-	atomic_store(&producing, THREADS);
-	for (int i = 0; i < THREADS; i++) {
-		pthread_mutex_init(&queues[i].lock, NULL);
-		queues[i].cap = 64;
-		queues[i].v = malloc(sizeof(struct asyncpool_lease) * 64);
-	}
 	for (uintptr_t i = 0; i < THREADS; i++)
 		pthread_create(&t[i], NULL, handoff_worker, (void *)i);
 	for (int i = 0; i < THREADS; i++)
 		pthread_join(t[i], NULL);
 	diag("%d threads x %ld leases handed to random threads; %ld empty retries",
-	     THREADS, handoffs, atomic_load(&enobufs));
-	is_int(atomic_load(&violations), 0, "handoff: no buffer held twice, contents intact");
-	is_int(atomic_load(&errors), 0, "handoff: no error but -ENOBUFS");
-	is_int(atomic_load(&released), (long)THREADS * handoffs, "handoff: every lease released");
+	     THREADS, handoff.rounds, atomic_load(&handoff.enobufs));
+	is_int(atomic_load(&handoff.violations), 0, "handoff: no buffer held twice, contents intact");
+	is_int(atomic_load(&handoff.errors), 0, "handoff: no error but -ENOBUFS");
+	is_int(atomic_load(&handoff.released), (long)THREADS * handoff.rounds,
+	       "handoff: every lease released");
 	is_int(bad_releases(hpool), 0, "handoff: no bad release");
 	is_int(asyncpool_available(hpool), BUFFERS, "handoff: available == capacity after exit");
 	/* The exited threads' caches are really back on the freelist. */
@@ -249,10 +141,8 @@ static void test_handoff(void)
 	asyncpool_release_bulk(all, BUFFERS);
 	free(all);
 	is_int(asyncpool_destroy(hpool), 0, "handoff: destroy");
-	for (int i = 0; i < THREADS; i++) {
-		pthread_mutex_destroy(&queues[i].lock);
-		free(queues[i].v);
-	}
+	for (int i = 0; i < THREADS; i++)
+		pthread_mutex_destroy(&handoff.q[i].lock);
 }
 
 /* ---- flush, destroy with populated caches, stale entries ---- */

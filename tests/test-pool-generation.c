@@ -20,16 +20,6 @@
 #define N  8
 #define BS 64
 
-static uint64_t bad_releases(struct asyncpool *pool)
-{
-	struct asyncpool_stats s;
-
-	memset(&s, 0, sizeof(s));
-	s.size = sizeof(s);
-	asyncpool_stats(pool, &s);
-	return s.bad_releases;
-}
-
 /* In use: neither free nor in one of this thread's caches. */
 static size_t out(struct asyncpool *pool)
 {

@@ -13,7 +13,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -32,110 +31,16 @@
 #define BUFFERS 256
 #define CACHE   16
 
-struct squeue {                         /* indices, under a shared mutex */
-	pthread_mutex_t lock;
-	uint32_t head, tail;
-	uint32_t v[BUFFERS];
-};
-
-struct shared {
-	struct squeue q[ALL];
-	_Atomic unsigned char inuse[BUFFERS];
-	atomic_int producing;
-	atomic_long violations, errors, released, enobufs;
-};
-
-static struct shared *sh;
+static struct handoff *sh;              /* in shared memory */
 static struct asyncpool *pool;          /* this process's handle */
-static long handoffs = 20000;
 static int proc;
 
-static void sq_push(struct squeue *q, uint32_t idx)
-{
-	pthread_mutex_lock(&q->lock);
-	q->v[q->tail++ % BUFFERS] = idx;        /* never more than BUFFERS queued */
-	pthread_mutex_unlock(&q->lock);
-}
-
-static int sq_pop(struct squeue *q, uint32_t *idx)
-{
-	int got = 0;
-
-	pthread_mutex_lock(&q->lock);
-	if (q->head != q->tail) {
-		*idx = q->v[q->head++ % BUFFERS];
-		got = 1;
-	}
-	pthread_mutex_unlock(&q->lock);
-	return got;
-}
-
-static int drain(unsigned id)
-{
-	uint32_t idx;
-	int n = 0;
-
-	while (sq_pop(&sh->q[id], &idx)) {
-		struct asyncpool_lease l;
-		uint64_t *w;
-
-		if (asyncpool_lease_adopt(pool, idx, &l)) {
-			atomic_fetch_add(&sh->errors, 1);
-			continue;
-		}
-		w = asyncpool_span_ptr(l.span);
-		if (w[1] != (w[0] ^ 0xa5a5a5a5a5a5a5a5ull) || w[2] != idx)
-			atomic_fetch_add(&sh->violations, 1);
-		if (atomic_exchange(&sh->inuse[idx], 0) != 1)
-			atomic_fetch_add(&sh->violations, 1);
-		asyncpool_lease_release(&l);
-		atomic_fetch_add(&sh->released, 1);
-		n++;
-	}
-	return n;
-}
+/* The lease object was dropped: the receiver adopts the index. */
+static const struct handoff_ops adopt = { .take = asyncpool_lease_adopt };
 
 static void *worker(void *arg)
 {
-	unsigned id = (unsigned)(uintptr_t)arg;        /* 0 .. ALL-1 */
-	uint64_t seed = 0x2545f4914f6cdd1dull * (id + 1);
-
-	for (long i = 0; i < handoffs; i++) {
-		struct asyncpool_lease l;
-		uint64_t *w;
-		int rc;
-
-		if (i % 16 == 0)
-			drain(id);
-		rc = asyncpool_acquire(pool, &l);
-		if (rc == -ENOBUFS) {
-			atomic_fetch_add(&sh->enobufs, 1);
-			if (!drain(id))
-				sched_yield();
-			i--;
-			continue;
-		}
-		if (rc) {
-			atomic_fetch_add(&sh->errors, 1);
-			break;
-		}
-		if (l.buffer_index >= BUFFERS || atomic_exchange(&sh->inuse[l.buffer_index], 1))
-			atomic_fetch_add(&sh->violations, 1);
-		w = asyncpool_span_ptr(l.span);
-		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-		w[0] = seed;
-		w[1] = seed ^ 0xa5a5a5a5a5a5a5a5ull;
-		w[2] = l.buffer_index;
-		/* The lease object is dropped: the receiver adopts the index. */
-		sq_push(&sh->q[(seed >> 33) % ALL], l.buffer_index);
-	}
-	atomic_fetch_sub(&sh->producing, 1);
-	while (atomic_load(&sh->producing) > 0)
-		if (!drain(id))
-			sched_yield();
-	drain(id);
-	if (asyncpool_cache_flush(pool))
-		atomic_fetch_add(&sh->errors, 1);
+	handoff_thread(sh, (unsigned)(uintptr_t)arg, pool, &adopt);   /* 0 .. ALL-1 */
 	return NULL;
 }
 
@@ -160,7 +65,6 @@ int main(void)
 	struct asyncpool_slab *slab;
 	struct asyncpool_region *r;
 	struct asyncpool_stats st;
-	pthread_mutexattr_t ma;
 	size_t layout, total;
 	char *mem;
 	pid_t pid;
@@ -172,22 +76,17 @@ int main(void)
 	 * synchronisation and reports the mailboxes as races. */
 	skip_all("ThreadSanitizer cannot see synchronisation through another process");
 #endif
-	handoffs = stress_iterations(handoffs);
 	if (asyncpool_shared_storage_size(BUFFERS, &layout))
 		bail_out("storage size");
 	layout = (layout + 4095) & ~(size_t)4095;
-	total = ((sizeof(struct shared) + 4095) & ~(size_t)4095) + layout + BUFFERS * 64;
+	total = ((sizeof(struct handoff) + 4095) & ~(size_t)4095) + layout + BUFFERS * 64;
 	mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (mem == MAP_FAILED)
 		bail_out("mmap");
-	sh = (struct shared *)mem;
-	pthread_mutexattr_init(&ma);
-	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
-	for (int i = 0; i < ALL; i++)
-		pthread_mutex_init(&sh->q[i].lock, &ma);
-	atomic_store(&sh->producing, ALL);
+	sh = (struct handoff *)mem;
+	handoff_init(sh, ALL, BUFFERS, stress_iterations(20000), true);
 	{
-		char *lay = mem + ((sizeof(struct shared) + 4095) & ~(size_t)4095);
+		char *lay = mem + ((sizeof(struct handoff) + 4095) & ~(size_t)4095);
 
 		if (asyncpool_proactor_create_memory(&p) ||
 		    asyncpool_slab_wrap(lay + layout, 64, BUFFERS, no_destroy, NULL, &slab) ||
@@ -212,10 +111,10 @@ int main(void)
 	waitpid(pid, &status, 0);
 	ok(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child process: open, caches, threads");
 	diag("%d processes x %d threads x %ld leases handed to random threads; %ld empty retries",
-	     PROCS, THREADS, handoffs, atomic_load(&sh->enobufs));
+	     PROCS, THREADS, sh->rounds, atomic_load(&sh->enobufs));
 	is_int(atomic_load(&sh->violations), 0, "no buffer held twice, contents intact");
 	is_int(atomic_load(&sh->errors), 0, "no error but -ENOBUFS");
-	is_int(atomic_load(&sh->released), (long)ALL * handoffs, "every lease released");
+	is_int(atomic_load(&sh->released), (long)ALL * sh->rounds, "every lease released");
 	memset(&st, 0, sizeof(st));
 	st.size = sizeof(st);
 	asyncpool_stats(pool, &st);

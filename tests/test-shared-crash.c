@@ -33,7 +33,7 @@
 #include <asyncpool.h>
 #include "tap.h"
 #include "testutil.h"
-#include "../lib/pool_layout.h"
+#include "layout-util.h"
 
 #define BUFFERS  64
 #define BS       64
@@ -228,18 +228,6 @@ static int attachments(struct asyncpool_shared *sp)
 	return n;
 }
 
-/* Words that are not FREE once everything is back. */
-static int bad_states(struct asyncpool_shared *sp)
-{
-	const _Atomic uint64_t *w = (const void *)((const char *)asyncpool_shared_shm(sp)->base +
-						   AP_OFF_NEXT);
-	int n = 0;
-
-	for (uint32_t i = 0; i < BUFFERS; i++)
-		n += AP_W_KIND(atomic_load(&w[i])) != AP_K_FREE;
-	return n;
-}
-
 static pid_t spawn(uint32_t id)
 {
 	pid_t pid = fork();
@@ -358,7 +346,7 @@ int main(void)
 	is_int(asyncpool_available(pool), BUFFERS, "0 buffers lost: all %d back", BUFFERS);
 	is_int(asyncpool_check(pool), 0, "asyncpool_check: consistent");
 	is_int(attachments(sp), 1, "no attachment left but ours");
-	is_int(bad_states(sp), 0, "every buffer FREE, on the list");
+	is_int(layout_not_free(sp, BUFFERS), 0, "every buffer FREE, on the list");
 	{
 		struct asyncpool_lease all[BUFFERS];
 

@@ -25,32 +25,78 @@
 #define BS 64
 #define HOLD 8
 
-/* The header too: opens validate it, checks may find it bad. */
-static void header_phase(unsigned long ms)
+/* A new pool, sent to a peer that scribbles on it in mode for ms; the
+ * test point what: the peer mapped it. */
+static pid_t start_scribbler(const char *mode, unsigned long ms, const char *what,
+			     struct asyncpool_shared **sp, int *sock)
 {
 	struct asyncpool_shared_options o;
-	struct asyncpool_shared *sp, *again;
-	struct asyncpool *pool;
-	char *base, arg[32];
-	unsigned long opens[4] = { 0, 0, 0, 0 }, wrong = 0, outside = 0, ops = 0;
 	uint32_t count = 0;
-	uint64_t writes = 0;
-	int sock, done = 0;
+	char arg[32];
 	pid_t pid;
 
 	shared_options(&o, BS, N);
-	if (asyncpool_shared_create(&o, &sp))
+	if (asyncpool_shared_create(&o, sp))
 		bail_out("shared_create");
-	pool = asyncpool_shared_pool(sp);
-	base = asyncpool_region_base(asyncpool_shared_region(sp));
 	snprintf(arg, sizeof(arg), "%lu", ms);
-	pid = spawn_peer(&sock, "scribble-all", arg);
+	pid = spawn_peer(sock, mode, arg);
 	if (pid < 0)
 		bail_out("spawn");
-	asyncpool_shm_send_fd(sock, asyncpool_shared_fd(sp));
-	ok(read_full(sock, &count, sizeof(count)) == 0 && count == N, "the header scribbler mapped the pool");
+	asyncpool_shm_send_fd(*sock, asyncpool_shared_fd(*sp));
+	ok(read_full(*sock, &count, sizeof(count)) == 0 && count == N, "%s", what);
+	return pid;
+}
+
+/* Count rc in counts[i] where codes[i] == rc; false if it is none of them. */
+static bool tally(int rc, const int *codes, unsigned long *counts, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (codes[i] == rc) {
+			counts[i]++;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Has the peer said it is done (its count of writes is waiting)? */
+static bool peer_done(int sock)
+{
+	struct pollfd pfd = { .fd = sock, .events = POLLIN };
+
+	return poll(&pfd, 1, 0) != 0;
+}
+
+/* The end of a scribbler: its count of writes, then its exit status
+ * (wait_peer()); the socket is closed. */
+static int scribbler_end(pid_t pid, int sock, uint64_t *writes)
+{
+	int rc;
+
+	if (read_full(sock, writes, sizeof(*writes)))
+		*writes = 0;
+	rc = wait_peer(pid);
+	close(sock);
+	return rc;
+}
+
+/* The header too: opens validate it, checks may find it bad. */
+static void header_phase(unsigned long ms)
+{
+	/* What an open of a pool whose header is being scribbled on may say. */
+	static const int open_codes[] = { 0, -EPROTO, -EPROTONOSUPPORT, -EBADMSG };
+	struct asyncpool_shared *sp, *again;
+	struct asyncpool *pool;
+	char *base;
+	unsigned long opens[4] = { 0, 0, 0, 0 }, wrong = 0, outside = 0, ops = 0;
+	uint64_t writes = 0;
+	int sock, status, done = 0;
+	pid_t pid;
+
+	pid = start_scribbler("scribble-all", ms, "the header scribbler mapped the pool", &sp, &sock);
+	pool = asyncpool_shared_pool(sp);
+	base = asyncpool_region_base(asyncpool_shared_region(sp));
 	while (!done) {
-		struct pollfd pfd = { .fd = sock, .events = POLLIN };
 		int rc;
 
 		for (int k = 0; k < 256; k++, ops++) {
@@ -71,28 +117,18 @@ static void header_phase(unsigned long ms)
 			}
 		}
 		rc = asyncpool_shared_open_fd(asyncpool_shared_fd(sp), &again);
-		if (rc == 0) {
-			opens[0]++;
+		if (rc == 0)
 			asyncpool_shared_close(again);
-		} else if (rc == -EPROTO) {
-			opens[1]++;
-		} else if (rc == -EPROTONOSUPPORT) {
-			opens[2]++;
-		} else if (rc == -EBADMSG) {
-			opens[3]++;
-		} else {
+		if (!tally(rc, open_codes, opens, 4))
 			wrong++;
-		}
 		rc = asyncpool_check(pool);
 		if (rc && rc != -EUCLEAN && rc != -EBADMSG)
 			wrong++;
-		done = poll(&pfd, 1, 0) != 0;
+		done = peer_done(sock);
 	}
-	if (read_full(sock, &writes, sizeof(writes)))
-		writes = 0;
+	status = scribbler_end(pid, sock, &writes);
 	ok(writes > 0, "header phase: %llu random values written", (unsigned long long)writes);
-	is_int(wait_peer(pid), 0, "the header scribbler exited 0");
-	close(sock);
+	is_int(status, 0, "the header scribbler exited 0");
 	is_int(outside, 0, "header phase: every lease inside the buffer memory");
 	is_int(wrong, 0, "header phase: only documented errors");
 	diag("header phase: %lu ops; opens: %lu ok, %lu EPROTO, %lu EPROTONOSUPPORT, %lu EBADMSG",
@@ -102,33 +138,25 @@ static void header_phase(unsigned long ms)
 
 int main(void)
 {
+	/* What releases and acquires of a scribbled pool may say. */
+	static const int rel_codes[] = { 0, -EALREADY, -EUCLEAN };
+	static const int acq_codes[] = { 0, -ENOBUFS, -EUCLEAN };
 	unsigned long ms = env_number("ASYNCPOOL_HOSTILE_MS", 2000);
-	struct asyncpool_shared_options o;
 	struct asyncpool_shared *sp;
 	struct asyncpool *pool;
 	struct asyncpool_lease held[HOLD];
-	char *base, arg[32];
+	char *base;
 	uint64_t writes = 0, x = 88172645463325252ull;
 	unsigned long ops = 0, acq[3] = { 0, 0, 0 }, rel[3] = { 0, 0, 0 };
 	unsigned long outside = 0, wrong_errors = 0, checks = 0, adopted = 0;
-	uint32_t count = 0;
-	int sock, done = 0;
+	int sock, status, done = 0;
 	pid_t pid;
 
 	plan(14);
-	shared_options(&o, BS, N);
-	if (asyncpool_shared_create(&o, &sp))
-		bail_out("shared_create");
+	memset(held, 0, sizeof(held));
+	pid = start_scribbler("scribble", ms, "the scribbler mapped the pool", &sp, &sock);
 	pool = asyncpool_shared_pool(sp);
 	base = asyncpool_region_base(asyncpool_shared_region(sp));
-	memset(held, 0, sizeof(held));
-
-	snprintf(arg, sizeof(arg), "%lu", ms);
-	pid = spawn_peer(&sock, "scribble", arg);
-	if (pid < 0)
-		bail_out("spawn");
-	asyncpool_shm_send_fd(sock, asyncpool_shared_fd(sp));
-	ok(read_full(sock, &count, sizeof(count)) == 0 && count == N, "the scribbler mapped the pool");
 
 	while (!done) {
 		for (int k = 0; k < 1024; k++, ops++) {
@@ -146,20 +174,15 @@ int main(void)
 					asyncpool_lease_release(l);
 					rc = 0;
 				}
-				if (rc == 0)
-					rel[0]++;
-				else if (rc == -EALREADY)
-					rel[1]++;
-				else if (rc == -EUCLEAN)
-					rel[2]++;
-				else
+				if (!tally(rc, rel_codes, rel, 3))
 					wrong_errors++;
 			}
 			rc = asyncpool_acquire(pool, l);
+			if (!tally(rc, acq_codes, acq, 3))
+				wrong_errors++;
 			if (rc == 0) {
 				char *p = asyncpool_span_ptr(l->span);
 
-				acq[0]++;
 				if (l->buffer_index >= N || l->span.length != BS ||
 				    p != base + (size_t)l->buffer_index * BS) {
 					outside++;
@@ -167,12 +190,6 @@ int main(void)
 					continue;
 				}
 				memset(p, (int)ops, BS);
-			} else if (rc == -ENOBUFS) {
-				acq[1]++;
-			} else if (rc == -EUCLEAN) {
-				acq[2]++;
-			} else {
-				wrong_errors++;
 			}
 			if ((x >> 8) % 64 == 0) {
 				struct asyncpool_lease a;
@@ -198,17 +215,11 @@ int main(void)
 			if (rc != 0 && rc != -EUCLEAN)
 				wrong_errors++;
 		}
-		{
-			struct pollfd pfd = { .fd = sock, .events = POLLIN };
-
-			done = poll(&pfd, 1, 0) != 0;
-		}
+		done = peer_done(sock);
 	}
-	if (read_full(sock, &writes, sizeof(writes)))
-		writes = 0;
+	status = scribbler_end(pid, sock, &writes);
 	ok(writes > 0, "the scribbler wrote %llu random values", (unsigned long long)writes);
-	is_int(wait_peer(pid), 0, "the scribbler exited 0");
-	close(sock);
+	is_int(status, 0, "the scribbler exited 0");
 	ok(ops > 0, "%lu operations under attack", ops);
 	is_int(outside, 0, "every lease inside the buffer memory");
 	is_int(wrong_errors, 0, "only documented errors");

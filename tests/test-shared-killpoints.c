@@ -22,6 +22,7 @@
 #include "tap.h"
 #include "testutil.h"
 #include "hooks.h"
+#include "layout-util.h"
 
 #define N      16
 #define BS     64
@@ -89,17 +90,6 @@ static void child(int fd, int op)
 	_exit(0);
 }
 
-static int not_free(struct asyncpool_shared *sp)
-{
-	const _Atomic uint64_t *w = (const void *)((const char *)asyncpool_shared_shm(sp)->base +
-						   AP_OFF_NEXT);
-	int n = 0;
-
-	for (uint32_t i = 0; i < N; i++)
-		n += AP_W_KIND(atomic_load(&w[i])) != AP_K_FREE;
-	return n;
-}
-
 int main(void)
 {
 	struct asyncpool_shared_options o;
@@ -137,7 +127,7 @@ int main(void)
 					clean++;
 				rc = asyncpool_reclaim(pool);
 				ok(rc >= 0 && asyncpool_available(pool) == N && asyncpool_check(pool) == 0 &&
-				   not_free(sp) == 0,
+				   layout_not_free(sp, N) == 0,
 				   "%s, killed at \"%s\" #%u (%s): reclaim %d, all %u back, check clean",
 				   ops[op], points[p], k,
 				   WIFSIGNALED(status) ? "killed" : "not reached", rc,

@@ -225,7 +225,6 @@ static void check_usable_and_close(struct asyncpool_shared *peer)
 static void test_kinds(void)
 {
 	struct asyncpool_shared *sp, *peer;
-	struct asyncpool_lease l;
 	char name[128];
 	int sock, res[3] = { -1, -1, -1 }, fd, seals;
 	pid_t pid;
@@ -295,7 +294,6 @@ static void test_disk_file(void)
 {
 	struct asyncpool_shared *sp, *peer;
 	struct asyncpool_shm shm;
-	struct asyncpool_lease l;
 	const struct asyncpool_shm *src;
 	char path[128];
 	int fd;

@@ -11,8 +11,6 @@
  */
 #include "config.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -26,88 +24,15 @@
 #define UD_FUTEX 2
 
 static int tx, rx;
+static struct ut_releaser rel;
 
-/* Leases for the release thread. */
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct asyncpool_lease q[NBUF];
-	unsigned head, count;
-	bool stop;
-} rel = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
-
-static void *releaser(void *arg)
+/* Slower than the sender: the ring runs dry. */
+static void slow_release(struct asyncpool_lease *l)
 {
-	(void)arg;
-	pthread_mutex_lock(&rel.lock);
-	for (;;) {
-		struct asyncpool_lease l;
-		struct timespec delay = { 0, 200 * 1000 };
+	struct timespec delay = { 0, 200 * 1000 };
 
-		while (!rel.count && !rel.stop)
-			pthread_cond_wait(&rel.cond, &rel.lock);
-		if (!rel.count)
-			break;
-		l = rel.q[rel.head];
-		pthread_mutex_unlock(&rel.lock);
-		/* Slower than the sender: the ring runs dry. */
-		nanosleep(&delay, NULL);
-		asyncpool_lease_release(&l);
-		pthread_mutex_lock(&rel.lock);
-		rel.head = (rel.head + 1) % NBUF;
-		rel.count--;
-		pthread_cond_broadcast(&rel.cond);
-	}
-	pthread_mutex_unlock(&rel.lock);
-	return NULL;
-}
-
-static void hand_over(const struct asyncpool_lease *l)
-{
-	pthread_mutex_lock(&rel.lock);
-	rel.q[(rel.head + rel.count) % NBUF] = *l;
-	rel.count++;
-	pthread_cond_broadcast(&rel.cond);
-	pthread_mutex_unlock(&rel.lock);
-}
-
-static void wait_released(void)
-{
-	pthread_mutex_lock(&rel.lock);
-	while (rel.count)
-		pthread_cond_wait(&rel.cond, &rel.lock);
-	pthread_mutex_unlock(&rel.lock);
-}
-
-static void *sender(void *arg)
-{
-	static unsigned char buf[3000];
-	size_t pos = 0;
-
-	(void)arg;
-	while (pos < TOTAL) {
-		size_t n = TOTAL - pos < sizeof(buf) ? TOTAL - pos : sizeof(buf);
-		ssize_t w;
-
-		for (size_t j = 0; j < n; j++)
-			buf[j] = ut_pattern(pos + j);
-		w = send(tx, buf, n, MSG_NOSIGNAL);
-		if (w <= 0)
-			break;
-		pos += (size_t)w;
-	}
-	return NULL;
-}
-
-static void arm(struct io_uring *ring, int group)
-{
-	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-
-	io_uring_prep_recv_multishot(sqe, rx, NULL, 0, 0);
-	sqe->flags |= IOSQE_BUFFER_SELECT;
-	sqe->buf_group = (uint16_t)group;
-	sqe->user_data = UD_RECV;
-	io_uring_submit(ring);
+	nanosleep(&delay, NULL);
+	asyncpool_lease_release(l);
 }
 
 /* Wait on the ring for the futex completion; its result. */
@@ -140,7 +65,6 @@ static int futex_wait_on_ring(struct io_uring *ring, struct asyncpool_region *r,
 
 int main(void)
 {
-	struct asyncpool_slab_options o;
 	struct asyncpool_proactor *p, *mp;
 	struct asyncpool_region *r, *rr, *mr;
 	struct asyncpool_slab *s;
@@ -149,7 +73,7 @@ int main(void)
 	struct io_uring ring;
 	struct io_uring_cqe *cqe;
 	struct io_uring_sqe sqe;
-	pthread_t ts, tr;
+	struct ut_sender snd;
 	size_t got = 0;
 	unsigned nobufs = 0, other_ends = 0, bad = 0, waited_sync = 0, waited_ring = 0;
 	unsigned futex_bad = 0, lease_not_nobufs = 0;
@@ -158,17 +82,14 @@ int main(void)
 
 	alarm(120);     /* a guard against a hang, not a timed assertion */
 	ut_ring_init(&ring, 64);
-	slab_options(&o, BS, NBUF);
-	is_int(asyncpool_proactor_create_uring(&ring, 0, &p), 0, "create_uring");
-	is_int(asyncpool_slab_create(&o, &s), 0, "slab of 4 x 4 KiB");
-	is_int(asyncpool_proactor_register_slab(p, s, ASYNCPOOL_ACCESS_WRITE, &r), 0,
-	       "register WRITE: a ring of 4 buffers");
+	r = ut_uring_region(&ring, &p, BS, NBUF, ASYNCPOOL_ACCESS_WRITE,
+			    "register WRITE: a ring of 4 buffers");
+	s = asyncpool_region_slab(r);
 	is_int(asyncpool_proactor_register_slab(p, s, ASYNCPOOL_ACCESS_READ, &rr), 0,
 	       "register READ");
 	is_int(asyncpool_proactor_create_memory(&mp), 0, "memory proactor");
 	is_int(asyncpool_proactor_register_slab(mp, s, ASYNCPOOL_ACCESS_WRITE, &mr), 0,
 	       "register with the memory proactor");
-	asyncpool_slab_unref(s);
 
 	/* Bad input. */
 	is_int(asyncpool_region_wait(NULL, 0), -EINVAL, "wait(NULL): -EINVAL");
@@ -187,40 +108,23 @@ int main(void)
 	if (tcp_loopback_pair(&tx, &rx))
 		bail_out("no TCP loopback connection");
 
-	pthread_create(&tr, NULL, releaser, NULL);
-	pthread_create(&ts, NULL, sender, NULL);
-	arm(&ring, group);
+	ut_releaser_start(&rel, slow_release);
+	ut_sender_start(&snd, tx, TOTAL);
+	ut_arm_recv(&ring, rx, group, UD_RECV);
 	while (got < TOTAL && !bad) {
+		struct asyncpool_lease l;
 		bool more;
 
 		cqe = ut_wait(&ring);
 		more = cqe->flags & IORING_CQE_F_MORE;
-		if (cqe->res > 0) {
-			struct asyncpool_lease l;
-			const unsigned char *d;
-
-			rc = asyncpool_region_recv_lease(r, cqe, &l);
-			if (rc) {
-				diag("recv_lease: %s", strerror(-rc));
-				bad++;
-				break;
-			}
-			d = asyncpool_span_ptr(l.span);
-			for (size_t j = 0; j < l.span.length; j++)
-				if (d[j] != ut_pattern(got + j))
-					bad++;
-			got += l.span.length;
-			hand_over(&l);
-		} else if (cqe->res == -ENOBUFS) {
-			struct asyncpool_lease l;
-
+		rc = ut_recv_data(r, cqe, &l, &got, &bad);
+		if (rc == 1) {
+			ut_hand_over(&rel, &l);
+		} else if (rc == 0) {
 			nobufs++;
 			if (asyncpool_region_recv_lease(r, cqe, &l) != -ENOBUFS ||
 			    asyncpool_lease_held(&l))
 				lease_not_nobufs++;
-		} else {
-			diag("recv completion: %d", cqe->res);
-			bad++;
 		}
 		io_uring_cqe_seen(&ring, cqe);
 		if (!more && got < TOTAL) {
@@ -245,11 +149,11 @@ int main(void)
 				waited_sync++;
 			}
 			/* Buffers are there now: the re-armed receive goes on. */
-			arm(&ring, group);
+			ut_arm_recv(&ring, rx, group, UD_RECV);
 		}
 	}
-	pthread_join(ts, NULL);
-	wait_released();
+	ut_sender_join(&snd);
+	ut_wait_released(&rel);
 	diag("%zu bytes, %u -ENOBUFS, %u waits with region_wait, %u on the ring, %u other ends",
 	     got, nobufs, waited_sync, waited_ring, other_ends);
 	is_int(got, TOTAL, "%zu bytes received (64 times the ring)", TOTAL);
@@ -281,7 +185,7 @@ int main(void)
 			armed = cqe->flags & IORING_CQE_F_MORE;
 			io_uring_cqe_seen(&ring, cqe);
 			if (!armed && k + 1 < NBUF)
-				arm(&ring, group);
+				ut_arm_recv(&ring, rx, group, UD_RECV);
 		}
 		is_int(n, NBUF, "4 one-byte messages: 4 leases");
 		is_int(asyncpool_region_wait(r, 0), -ETIMEDOUT, "empty ring: wait(0) -ETIMEDOUT");
@@ -302,11 +206,7 @@ int main(void)
 	asyncpool_region_stats(r, &st);
 	is_int(st.kernel_held, NBUF, "all 4 buffers back in the ring at the end");
 
-	pthread_mutex_lock(&rel.lock);
-	rel.stop = true;
-	pthread_cond_broadcast(&rel.cond);
-	pthread_mutex_unlock(&rel.lock);
-	pthread_join(tr, NULL);
+	ut_releaser_stop(&rel);
 	close(tx);
 	close(rx);
 	asyncpool_region_unref(r);

@@ -172,6 +172,23 @@ static void memlock_test(void)
 	is_int(res[6], 64, "and I/O through it works (index %d)", res[5]);
 }
 
+/* The geometry a buffer ring (WRITE) or the fixed-buffer table (READ) takes. */
+static const struct limit {
+	size_t size;
+	uint32_t count;
+	bool noreserve;
+	uint32_t access;
+	int want;
+	const char *what;
+} limits[] = {
+	{ 64, 65536, false, ASYNCPOOL_ACCESS_WRITE, -EINVAL, "WRITE: 65536 buffers, over 32768" },
+	{ 64, 32768, false, ASYNCPOOL_ACCESS_WRITE, 0, "WRITE: 32768 buffers, the largest ring" },
+	{ (1ul << 32) + 64, 1, true, ASYNCPOOL_ACCESS_WRITE, -EINVAL,
+	  "WRITE: a 4 GiB + 64 buffer: over a u32" },
+	{ (1ul << 30) + 64, 1, true, ASYNCPOOL_ACCESS_READ, -EINVAL, "READ: a buffer over 1 GiB" },
+	{ 64, 16385, false, ASYNCPOOL_ACCESS_READ, -EINVAL, "READ: 16385 buffers never fit the table" },
+};
+
 int main(void)
 {
 	struct asyncpool_proactor *p = (void *)1, *mp;
@@ -203,29 +220,23 @@ int main(void)
 	       "create_uring: a closed ring");
 	is_int(asyncpool_proactor_create_uring(&ring, 0, &p), 0, "create_uring");
 
-	/* buffer rings */
+	/* buffer rings, then the limits[] of both kinds */
 	s = mapped(64, 3, false);
 	is_int(reg(p, s, ASYNCPOOL_ACCESS_WRITE, &r), -EINVAL, "WRITE: 3 buffers, not a power of two");
 	ok(r == NULL, "out is NULL after a failure");
 	asyncpool_slab_unref(s);
-	s = mapped(64, 65536, false);
-	is_int(reg(p, s, ASYNCPOOL_ACCESS_WRITE, &r), -EINVAL, "WRITE: 65536 buffers, over 32768");
-	asyncpool_slab_unref(s);
-	s = mapped(64, 32768, false);
-	is_int(reg(p, s, ASYNCPOOL_ACCESS_WRITE, &r), 0, "WRITE: 32768 buffers, the largest ring");
-	asyncpool_region_unref(r);
-	asyncpool_slab_unref(s);
-	s = mapped((1ul << 32) + 64, 1, true);
-	is_int(reg(p, s, ASYNCPOOL_ACCESS_WRITE, &r), -EINVAL, "WRITE: a 4 GiB + 64 buffer: over a u32");
-	asyncpool_slab_unref(s);
+	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+		const struct limit *c = &limits[i];
 
-	/* fixed buffers */
-	s = mapped((1ul << 30) + 64, 1, true);
-	is_int(reg(p, s, ASYNCPOOL_ACCESS_READ, &r), -EINVAL, "READ: a buffer over 1 GiB");
-	asyncpool_slab_unref(s);
-	s = mapped(64, 16385, false);
-	is_int(reg(p, s, ASYNCPOOL_ACCESS_READ, &r), -EINVAL, "READ: 16385 buffers never fit the table");
-	asyncpool_slab_unref(s);
+		s = mapped(c->size, c->count, c->noreserve);
+		rc = reg(p, s, c->access, &r);
+		is_int(rc, c->want, "%s", c->what);
+		if (rc == 0)
+			asyncpool_region_unref(r);
+		asyncpool_slab_unref(s);
+	}
+
+	/* fixed buffers: the table */
 	s = mapped(64, 16384, false);
 	is_int(reg(p, s, ASYNCPOOL_ACCESS_READ, &full), 0, "READ: 16384 buffers fill the table");
 	asyncpool_slab_unref(s);

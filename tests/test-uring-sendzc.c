@@ -42,11 +42,9 @@ int main(void)
 {
 	static unsigned char released[NSEND], results[NSEND];
 	struct asyncpool_lease lease_of[NBUF];
-	struct asyncpool_slab_options o;
 	struct asyncpool_stats st = { .size = sizeof(st) };
 	struct asyncpool_proactor *p;
 	struct asyncpool_region *r;
-	struct asyncpool_slab *s;
 	struct asyncpool *pool;
 	struct io_uring ring;
 	struct io_uring_probe *probe;
@@ -61,12 +59,7 @@ int main(void)
 		skip_all("this kernel has no IORING_OP_SEND_ZC");
 	io_uring_free_probe(probe);
 
-	slab_options(&o, BS, NBUF);
-	is_int(asyncpool_proactor_create_uring(&ring, 0, &p), 0, "create_uring");
-	is_int(asyncpool_slab_create(&o, &s), 0, "slab of 32 x 4 KiB");
-	is_int(asyncpool_proactor_register_slab(p, s, ASYNCPOOL_ACCESS_READ, &r), 0,
-	       "register READ: fixed buffers");
-	asyncpool_slab_unref(s);
+	r = ut_uring_region(&ring, &p, BS, NBUF, ASYNCPOOL_ACCESS_READ, "register READ: fixed buffers");
 	is_int(asyncpool_create(r, &pool), 0, "pool over the region");
 	asyncpool_region_unref(r);
 	if (tcp_loopback_pair(&tx, &rx))

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,4 +140,144 @@ pid_t fork_or_bail(void)
 	if (pid < 0)
 		bail_out("fork");
 	return pid;
+}
+
+uint64_t bad_releases(struct asyncpool *pool)
+{
+	struct asyncpool_stats st;
+
+	memset(&st, 0, sizeof(st));
+	st.size = sizeof(st);
+	asyncpool_stats(pool, &st);
+	return st.bad_releases;
+}
+
+void index_queue_init(struct index_queue *q, bool pshared)
+{
+	pthread_mutexattr_t ma;
+
+	memset(q, 0, sizeof(*q));
+	pthread_mutexattr_init(&ma);
+	if (pshared)
+		pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+	pthread_mutex_init(&q->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
+}
+
+void index_queue_push(struct index_queue *q, uint32_t idx)
+{
+	pthread_mutex_lock(&q->lock);
+	if (q->tail - q->head == INDEX_QUEUE_MAX)
+		bail_out("index queue full");
+	q->v[q->tail++ % INDEX_QUEUE_MAX] = idx;
+	pthread_mutex_unlock(&q->lock);
+}
+
+bool index_queue_pop(struct index_queue *q, uint32_t *idx)
+{
+	bool got = false;
+
+	pthread_mutex_lock(&q->lock);
+	if (q->head != q->tail) {
+		*idx = q->v[q->head++ % INDEX_QUEUE_MAX];
+		got = true;
+	}
+	pthread_mutex_unlock(&q->lock);
+	return got;
+}
+
+/* What a sender writes into a buffer: a random word, it again ^ MARK, the index. */
+#define HANDOFF_MARK 0x5a5a5a5a5a5a5a5aull
+
+void handoff_init(struct handoff *h, unsigned threads, uint32_t buffers, long rounds,
+		  bool pshared)
+{
+	if (threads == 0 || threads > HANDOFF_MAX_THREADS || buffers > INDEX_QUEUE_MAX)
+		bail_out("handoff_init: %u threads, %u buffers", threads, buffers);
+	memset(h, 0, sizeof(*h));
+	for (unsigned i = 0; i < threads; i++)
+		index_queue_init(&h->q[i], pshared);
+	atomic_init(&h->producing, (int)threads);
+	h->threads = threads;
+	h->buffers = buffers;
+	h->rounds = rounds;
+}
+
+/* Check and release what was handed to thread id; how many. */
+static int handoff_drain(struct handoff *h, unsigned id, struct asyncpool *pool,
+			 const struct handoff_ops *ops)
+{
+	uint32_t idx;
+	int n = 0;
+
+	while (index_queue_pop(&h->q[id], &idx)) {
+		struct asyncpool_lease l;
+		uint64_t *w;
+
+		if (ops->take(pool, idx, &l)) {
+			atomic_fetch_add(&h->errors, 1);
+			continue;
+		}
+		w = asyncpool_span_ptr(l.span);
+		if (w[1] != (w[0] ^ HANDOFF_MARK) || w[2] != idx)
+			atomic_fetch_add(&h->violations, 1);
+		if (atomic_exchange(&h->inuse[idx], 0) != 1)
+			atomic_fetch_add(&h->violations, 1);
+		asyncpool_lease_release(&l);
+		atomic_fetch_add(&h->released, 1);
+		n++;
+	}
+	return n;
+}
+
+void handoff_thread(struct handoff *h, unsigned id, struct asyncpool *pool,
+		    const struct handoff_ops *ops)
+{
+	uint64_t seed = 0x2545f4914f6cdd1dull * (id + 1);
+
+	for (long i = 0; i < h->rounds; i++) {
+		struct asyncpool_lease l;
+		uint64_t *w;
+		int rc;
+
+		if (i % 16 == 0)
+			handoff_drain(h, id, pool, ops);
+		rc = asyncpool_acquire(pool, &l);
+		if (rc == -ENOBUFS) {
+			atomic_fetch_add(&h->enobufs, 1);
+			if (!handoff_drain(h, id, pool, ops))
+				sched_yield();
+			i--;
+			continue;
+		}
+		if (rc) {
+			atomic_fetch_add(&h->errors, 1);
+			break;
+		}
+		if (l.buffer_index >= h->buffers) {
+			/* Not a buffer of the pool: nowhere to mark it. */
+			atomic_fetch_add(&h->violations, 1);
+			asyncpool_lease_release(&l);
+			atomic_fetch_add(&h->released, 1);
+			continue;
+		}
+		if (atomic_exchange(&h->inuse[l.buffer_index], 1))
+			atomic_fetch_add(&h->violations, 1);
+		w = asyncpool_span_ptr(l.span);
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		w[0] = seed;
+		w[1] = seed ^ HANDOFF_MARK;
+		w[2] = l.buffer_index;
+		if (ops->send)
+			ops->send(&l);
+		index_queue_push(&h->q[(seed >> 33) % h->threads], l.buffer_index);
+	}
+	atomic_fetch_sub(&h->producing, 1);
+	/* Release what the others send until everyone has stopped sending. */
+	while (atomic_load(&h->producing) > 0)
+		if (!handoff_drain(h, id, pool, ops))
+			sched_yield();
+	handoff_drain(h, id, pool, ops);
+	if (asyncpool_cache_flush(pool))
+		atomic_fetch_add(&h->errors, 1);
 }

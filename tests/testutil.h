@@ -9,6 +9,9 @@
 #ifndef ASYNCPOOL_TESTUTIL_H
 #define ASYNCPOOL_TESTUTIL_H
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -34,6 +37,54 @@ struct asyncpool_region *make_region(struct asyncpool_proactor *p, size_t buffer
  * per-thread caches of cache buffers (0: asyncpool_create), or bail out. */
 struct asyncpool *make_pool(struct asyncpool_proactor *p, size_t buffer_size, uint32_t count,
 			    uint32_t cache);
+
+/* A FIFO of buffer indices under a mutex, for hand-offs between threads,
+ * or between processes when it lives in shared memory (pshared). */
+#define INDEX_QUEUE_MAX 512
+struct index_queue {
+	pthread_mutex_t lock;
+	uint32_t head, tail;
+	uint32_t v[INDEX_QUEUE_MAX];
+};
+
+void index_queue_init(struct index_queue *q, bool pshared);
+/* Bail out if the queue is full. */
+void index_queue_push(struct index_queue *q, uint32_t idx);
+bool index_queue_pop(struct index_queue *q, uint32_t *idx);
+
+/*
+ * Hand-offs: threads (of one process or of several) acquire leases of one
+ * pool, mark each buffer as theirs and hand its index to a random thread,
+ * which checks the mark and releases the lease.  A lease travels as its
+ * index: send() puts the lease where take() finds it again (NULL: the
+ * lease is dropped and take() adopts the index).  struct handoff may live
+ * in shared memory (pshared).
+ */
+#define HANDOFF_MAX_THREADS 8
+struct handoff {
+	struct index_queue q[HANDOFF_MAX_THREADS];
+	_Atomic unsigned char inuse[INDEX_QUEUE_MAX];
+	atomic_int producing;
+	atomic_long violations, errors, released, enobufs;
+	unsigned threads;       /* of all processes */
+	uint32_t buffers;
+	long rounds;            /* leases each thread hands on */
+};
+
+struct handoff_ops {
+	void (*send)(const struct asyncpool_lease *l);
+	int  (*take)(struct asyncpool *pool, uint32_t idx, struct asyncpool_lease *l);
+};
+
+void handoff_init(struct handoff *h, unsigned threads, uint32_t buffers, long rounds,
+		  bool pshared);
+/* Thread id's part: its rounds, then releasing what the others send until
+ * they all stopped, then a flush of its cache.  The counts are in *h. */
+void handoff_thread(struct handoff *h, unsigned id, struct asyncpool *pool,
+		    const struct handoff_ops *ops);
+
+/* The releases of pool refused as stale or foreign (its stats). */
+uint64_t bad_releases(struct asyncpool *pool);
 
 /* A positive decimal number from the environment variable name, def if it
  * is unset or empty; bail out if it is anything else. */

@@ -17,13 +17,25 @@
 #include <asyncpool.h>
 #include "tool.h"
 
+/* What threads did: leases used, pattern mismatches, empty-pool retries. */
+struct demo_count {
+	unsigned long done, bad, empty;
+};
+
 struct demo_thread {
 	pthread_t tid;
 	struct asyncpool *pool;
 	unsigned id;
 	unsigned long ops;
-	unsigned long done, bad, empty;
+	struct demo_count n;
 };
+
+static void demo_count_add(struct demo_count *to, const struct demo_count *c)
+{
+	to->done += c->done;
+	to->bad += c->bad;
+	to->empty += c->empty;
+}
 
 static void *demo_worker(void *arg)
 {
@@ -36,7 +48,7 @@ static void *demo_worker(void *arg)
 		size_t len;
 
 		if (asyncpool_acquire(t->pool, &l) != 0) {
-			t->empty++;
+			t->n.empty++;
 			i--;
 			continue;
 		}
@@ -45,9 +57,9 @@ static void *demo_worker(void *arg)
 		memset(p, tag, len);
 		for (size_t k = 0; k < len; k += 64)
 			if (p[k] != tag)
-				t->bad++;
+				t->n.bad++;
 		asyncpool_lease_release(&l);
-		t->done++;
+		t->n.done++;
 	}
 	return NULL;
 }
@@ -64,7 +76,8 @@ int cmd_demo(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned threads = 4;
-	unsigned long ops = 250000, done = 0, bad = 0, empty = 0;
+	unsigned long ops = 250000;
+	struct demo_count total = { 0, 0, 0 };
 	struct asyncpool_proactor *p;
 	struct asyncpool *pool;
 	struct demo_thread *t;
@@ -130,17 +143,17 @@ int cmd_demo(int argc, char **argv)
 	}
 	for (unsigned i = 0; i < threads; i++) {
 		pthread_join(t[i].tid, NULL);
-		done += t[i].done;
-		bad += t[i].bad;
-		empty += t[i].empty;
+		demo_count_add(&total, &t[i].n);
 	}
 	ns = tool_now_ns() - start;
 	free(t);
-	printf("%u threads: %lu leases acquired, filled, verified and released\n", threads, done);
+	printf("%u threads: %lu leases acquired, filled, verified and released\n", threads,
+	       total.done);
 	printf("%lu pattern mismatches, %lu empty-pool retries, %zu of %zu buffers available\n",
-	       bad, empty, asyncpool_available(pool), asyncpool_capacity(pool));
-	printf("%.1f ns per lease (fill and verify of 4 KiB included)\n", (double)ns / (double)(done / threads));
-	rc = (bad == 0 && asyncpool_available(pool) == asyncpool_capacity(pool)) ?
+	       total.bad, total.empty, asyncpool_available(pool), asyncpool_capacity(pool));
+	printf("%.1f ns per lease (fill and verify of 4 KiB included)\n",
+	       (double)ns / (double)(total.done / threads));
+	rc = (total.bad == 0 && asyncpool_available(pool) == asyncpool_capacity(pool)) ?
 		TOOL_EXIT_OK : TOOL_EXIT_FAILURE;
 	tool_memory_pool_free(p, pool);
 	printf("%s\n", rc == TOOL_EXIT_OK ? "ok" : "FAILED");
