@@ -21,16 +21,6 @@
 #define N  16
 #define BS 64
 
-static uint64_t bad_releases(struct asyncpool *pool)
-{
-	struct asyncpool_stats s;
-
-	memset(&s, 0, sizeof(s));
-	s.size = sizeof(s);
-	asyncpool_stats(pool, &s);
-	return s.bad_releases;
-}
-
 static bool all_zero(const uint64_t *t, unsigned int n)
 {
 	for (unsigned int j = 0; j < n; j++)
