@@ -72,7 +72,8 @@ static inline bool head_moved(const struct ap_freelist *fl, uint64_t *h)
  */
 static struct ap_step *step_begin(struct ap_freelist *fl)
 {
-	static __thread uint32_t hint;
+	/* initial-exec: no __tls_get_addr call on every pop of a shared pool */
+	static __thread uint32_t hint __attribute__((tls_model("initial-exec")));
 	struct ap_attach *a = fl->att;
 
 	if (!a)
@@ -128,12 +129,17 @@ static inline bool take(struct ap_freelist *fl, uint32_t i, uint64_t seen, uint3
 	return true;
 }
 
-int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *gen)
+/*
+ * The pop, with the step st of our attachment or NULL; inlined into the
+ * two callers below, so that a pool without attachment (a local pool,
+ * raw shared memory) runs a copy with no step code at all.
+ */
+static inline __attribute__((always_inline)) int pop_one(struct ap_freelist *fl, uint32_t kind,
+							uint32_t *idx, uint32_t *gen,
+							struct ap_step *st)
 {
 	struct ap_pool_head *line = fl->line;
 	uint64_t h = atomic_load_explicit(&line->head, memory_order_acquire);
-	struct ap_step *st = step_begin(fl);
-	int rc = -EUCLEAN;
 
 	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
 		uint32_t i = AP_HEAD_INDEX(h), n;
@@ -141,8 +147,7 @@ int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *ge
 
 		if (i == AP_FL_END) {
 			count_empty(fl);
-			rc = -ENOBUFS;
-			goto out;
+			return -ENOBUFS;
 		}
 		if (AP_UNLIKELY(i >= fl->count))
 			break;
@@ -173,15 +178,25 @@ int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *ge
 			AP_TEST_AT(AP_TP_POP_CASED);
 			if (AP_LIKELY(take(fl, i, w, kind, gen))) {
 				*idx = i;
-				rc = 0;
-				goto out;
+				return 0;
 			}
 			/* A reclaim took it: it pushes it back. */
 			h = atomic_load_explicit(&line->head, memory_order_acquire);
 		}
 	}
 	ap_fl_count_corruption(fl, 1);
-out:
+	return -EUCLEAN;
+}
+
+int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *gen)
+{
+	struct ap_step *st;
+	int rc;
+
+	if (!fl->att)
+		return pop_one(fl, kind, idx, gen, NULL);
+	st = step_begin(fl);
+	rc = pop_one(fl, kind, idx, gen, st);
 	step_end(st);
 	return rc;
 }
@@ -292,12 +307,9 @@ out:
 
 #undef AP_OUT
 
-int ap_fl_push(struct ap_freelist *fl, uint32_t idx)
-{
-	return ap_fl_push_chain(fl, &idx, 1);
-}
-
-int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n)
+/* One push loop, inlined into both pushes: a single push runs it with n 1. */
+static inline __attribute__((always_inline)) int push_chain(struct ap_freelist *fl,
+							   const uint32_t *idx, uint32_t n)
 {
 	struct ap_pool_head *line = fl->line;
 	uint64_t h;
@@ -306,9 +318,20 @@ int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n)
 		return 0;
 	for (uint32_t j = 0; j + 1 < n; j++)
 		ap_state_set_link(&fl->state[idx[j]], idx[j + 1]);
-	h = atomic_load_explicit(&line->head, memory_order_relaxed);
+	/* acquire: the depth of the head, written before its push's CAS. */
+	h = atomic_load_explicit(&line->head, memory_order_acquire);
 	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
-		ap_state_set_link(&fl->state[idx[n - 1]], AP_HEAD_INDEX(h));
+		uint32_t top = AP_HEAD_INDEX(h);
+		uint32_t d = top < fl->count ?
+			     atomic_load_explicit(&fl->depth[top], memory_order_relaxed) : 0;
+
+		/*
+		 * If the CAS below succeeds, top was the head all along (the
+		 * tag), so d was its depth: ours count on from it.
+		 */
+		for (uint32_t j = 0; j < n; j++)
+			atomic_store_explicit(&fl->depth[idx[j]], d + n - j, memory_order_relaxed);
+		ap_state_set_link(&fl->state[idx[n - 1]], top);
 		AP_TEST_POINT();
 		AP_TEST_AT(AP_TP_PUSH_LINKED);
 		/*
@@ -319,13 +342,23 @@ int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n)
 		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
 							  AP_HEAD_MAKE(idx[0], AP_HEAD_TAG(h) + 1),
 							  memory_order_seq_cst,
-							  memory_order_relaxed)) {
+							  memory_order_acquire)) {
 			ap_wait_wake(line, fl->shared);
 			return 0;
 		}
 	}
 	ap_fl_count_corruption(fl, 1);
 	return -EUCLEAN;
+}
+
+int ap_fl_push(struct ap_freelist *fl, uint32_t idx)
+{
+	return push_chain(fl, &idx, 1);
+}
+
+int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n)
+{
+	return push_chain(fl, idx, n);
 }
 
 int ap_fl_release(struct ap_freelist *fl, uint32_t idx, uint32_t gen)
@@ -340,7 +373,7 @@ int ap_fl_release(struct ap_freelist *fl, uint32_t idx, uint32_t gen)
 		return -EALREADY;
 	}
 	AP_TEST_AT(AP_TP_RELEASE_CLAIMED);
-	rc = ap_fl_push(fl, idx);
+	rc = push_chain(fl, &idx, 1);
 	if (AP_UNLIKELY(rc))
 		ap_state_unclaim(&fl->state[idx], was);
 	return rc;
@@ -408,4 +441,31 @@ uint32_t ap_fl_count(const struct ap_freelist *fl)
 		return count_cyclic(fl, start);
 	}
 	return n;
+}
+
+/*
+ * The depth of the head, from a head that held still across the read
+ * (the tag: nothing was pushed or popped in between, so the depth is
+ * the one its push wrote).  A few tries under contention, then the last
+ * value read: monitoring needs no more.
+ */
+uint32_t ap_fl_free(const struct ap_freelist *fl)
+{
+	uint64_t h = atomic_load_explicit(&fl->line->head, memory_order_acquire);
+	uint32_t d = 0;
+
+	for (int tries = 0; tries < 64; tries++) {
+		uint32_t i = AP_HEAD_INDEX(h);
+		uint64_t again;
+
+		if (i >= fl->count)
+			return 0;       /* empty (or a head a peer broke) */
+		d = atomic_load_explicit(&fl->depth[i], memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		again = atomic_load_explicit(&fl->line->head, memory_order_acquire);
+		if (again == h)
+			break;
+		h = again;
+	}
+	return d < fl->count ? d : fl->count;
 }

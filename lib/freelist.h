@@ -17,6 +17,7 @@
 struct ap_freelist {
 	struct ap_pool_head     *line;  /* the head word */
 	_Atomic uint64_t        *state; /* link and state of each buffer */
+	_Atomic uint32_t        *depth; /* free buffers from each to the end */
 	struct ap_pool_counters *ctr;
 	uint32_t                 count;
 	uint32_t                 me;    /* holder: attachment slot + 1, or 0 */
@@ -75,8 +76,14 @@ int ap_fl_push(struct ap_freelist *fl, uint32_t idx);
  * path that links buffers in comes through one of them.
  */
 int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n);
-/* The buffers on the list, bounded and honest about a cycle. */
+/* The buffers on the list, bounded and honest about a cycle: a walk. */
 uint32_t ap_fl_count(const struct ap_freelist *fl);
+/*
+ * The buffers on the list in O(1): the depth of the head (pool_layout.h).
+ * Exact while no one changes the list, a recent value otherwise; at
+ * most the capacity, whatever a peer wrote.
+ */
+uint32_t ap_fl_free(const struct ap_freelist *fl);
 void ap_fl_count_corruption(const struct ap_freelist *fl, uint64_t n);
 void ap_fl_count_bad_release(const struct ap_freelist *fl, uint64_t n);
 

@@ -10,7 +10,6 @@
  */
 #include "pool_internal.h"
 #include "pool_cache.h"
-#include "pool_check.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -34,9 +33,11 @@ void ap_layout_init(void *mem, uint32_t count, size_t buffer_size, bool shared)
 	struct ap_pool_counters *ctr = (void *)((char *)mem + AP_OFF_COUNTERS);
 	struct ap_layout_geometry g;
 	_Atomic uint64_t *state;
+	_Atomic uint32_t *depth;
 
 	(void)ap_layout_geometry(count, shared, &g);
 	state = (void *)((char *)mem + g.next_offset);
+	depth = (void *)((char *)mem + g.depth_offset);
 	memset(mem, 0, AP_OFF_NEXT);
 	hdr->version = AP_POOL_VERSION;
 	hdr->header_size = sizeof(*hdr);
@@ -47,13 +48,16 @@ void ap_layout_init(void *mem, uint32_t count, size_t buffer_size, bool shared)
 	hdr->head_offset = AP_OFF_HEAD;
 	hdr->counters_offset = AP_OFF_COUNTERS;
 	hdr->next_offset = g.next_offset;
+	hdr->depth_offset = g.depth_offset;
 	if (shared) {
 		hdr->attach_slots = AP_ATTACH_SLOTS;
 		hdr->attach_offset = g.attach_offset;
 		memset((char *)mem + g.attach_offset, 0, g.storage_size - g.attach_offset);
 	}
-	for (uint32_t i = 0; i < count; i++)
+	for (uint32_t i = 0; i < count; i++) {
 		atomic_init(&state[i], AP_W_MAKE(AP_K_FREE, 0, 0, i + 1 < count ? i + 1 : AP_FL_END));
+		atomic_init(&depth[i], count - i);
+	}
 	atomic_init(&line->head, AP_HEAD_MAKE(0, 0));
 	atomic_init(&ctr->bad_releases, 0);
 	atomic_init(&ctr->corruptions, 0);
@@ -70,10 +74,14 @@ void ap_layout_publish(void *mem)
 /* Point a handle at a layout whose header has been validated. */
 void ap_pool_bind(struct asyncpool *pool, void *mem, struct asyncpool_region *r)
 {
+	struct ap_layout_geometry g;
+
+	(void)ap_layout_geometry(r->buffer_count, false, &g);
 	pool->hdr = mem;
 	pool->fl.line = (void *)((char *)mem + AP_OFF_HEAD);
 	pool->fl.ctr = (void *)((char *)mem + AP_OFF_COUNTERS);
-	pool->fl.state = (void *)((char *)mem + AP_OFF_NEXT);
+	pool->fl.state = (void *)((char *)mem + g.next_offset);
+	pool->fl.depth = (void *)((char *)mem + g.depth_offset);
 	pool->fl.count = r->buffer_count;
 	pool->buffer_size = r->buffer_size;
 	pool->region = asyncpool_region_ref(r);
@@ -198,13 +206,16 @@ AP_EXPORT size_t asyncpool_available(const struct asyncpool *pool)
 	if (!pool)
 		return 0;
 	/*
-	 * The freelist, and the buffers in per-thread caches of every
-	 * process (by their states, as `asyncpool inspect` counts them): an
-	 * acquire that finds the freelist empty makes those come back.
+	 * What an acquire through this handle can get without waiting for
+	 * anyone: the freelist (the depth of its head, O(1)), and the
+	 * buffers in the caches of this handle's threads (O(threads)),
+	 * which an acquire that finds the freelist empty takes back.  Other
+	 * processes' caches are not counted: they give their buffers back
+	 * only when they next leave their fast path (man asyncpool_available).
 	 */
-	n = ap_fl_count(&pool->fl);
-	if (pool->cache_size || pool->shared)
-		n += ap_count_cached(pool->fl.state, pool->fl.count);
+	n = ap_fl_free(&pool->fl);
+	if (pool->cache_size)
+		n += ap_cache_count(pool);
 	return n < pool->fl.count ? n : pool->fl.count;
 }
 

@@ -253,3 +253,183 @@ AP_EXPORT void asyncpool_release_bulk(struct asyncpool_lease *leases, unsigned i
 		}
 	}
 }
+
+/* ---- bulk by token: 8 bytes a buffer, no lease built ---- */
+
+/*
+ * A token is generation << 32 | index: in memory, two uint32_t that a
+ * chain pop fills in place (index and generation at a stride of 8).
+ */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define AP_TOKEN_IDX_AT 0
+#define AP_TOKEN_GEN_AT 4
+#else
+#define AP_TOKEN_IDX_AT 4
+#define AP_TOKEN_GEN_AT 0
+#endif
+
+/*
+ * Release n tokens of pool that ap_token_ok() accepted: into the calling
+ * thread's cache if the pool has caches and it may use its cache, else
+ * claimed and pushed as chains.  Returns the stale ones (counted).
+ */
+static uint32_t release_tokens(struct asyncpool *pool, const uint64_t *tokens, unsigned int n)
+{
+	struct ap_freelist *fl = &pool->fl;
+	struct ap_cache *c = pool->cache_size ? ap_cache_of(pool) : NULL;
+	uint32_t bad = 0;
+
+	if (c && ap_cache_enter(c)) {
+		uint32_t cn = c->n, size = c->size;
+
+		for (unsigned int j = 0; j < n; j++) {
+			uint32_t i = AP_TOKEN_INDEX(tokens[j]);
+
+			if (AP_UNLIKELY(!ap_state_leased_to_cached(&fl->state[i],
+								   AP_TOKEN_GEN(tokens[j]), fl->me))) {
+				bad++;
+				continue;
+			}
+			if (AP_UNLIKELY(cn == size)) {
+				ap_cache_set_n(c, cn);
+				ap_cache_flush_batch(c);
+				cn = c->n;
+			}
+			c->idx[cn++] = i;
+		}
+		ap_cache_set_n(c, cn);
+		ap_cache_leave(c);
+	} else {
+		uint32_t idx[AP_BULK_CHUNK], k = 0;
+
+		for (unsigned int j = 0; j < n; j++) {
+			uint32_t i = AP_TOKEN_INDEX(tokens[j]);
+			uint64_t was;
+
+			if (AP_UNLIKELY(!ap_state_claim_leased(&fl->state[i], AP_TOKEN_GEN(tokens[j]),
+							       fl->me, &was))) {
+				bad++;
+				continue;
+			}
+			AP_TEST_AT(AP_TP_RELEASE_CLAIMED);
+			idx[k++] = i;
+			if (k == AP_BULK_CHUNK) {
+				(void)ap_fl_push_chain(fl, idx, k);
+				k = 0;
+			}
+		}
+		(void)ap_fl_push_chain(fl, idx, k);
+	}
+	if (AP_UNLIKELY(bad))
+		ap_fl_count_bad_release(fl, bad);
+	return bad;
+}
+
+/* n tokens straight from the freelist, all or nothing (as pop_leases). */
+static int pop_tokens(struct asyncpool *pool, uint64_t *tokens, unsigned int n)
+{
+	unsigned int j = 0;
+	bool reclaimed = false;
+	uint32_t got;
+	int rc;
+
+	while (j < n) {
+		uint32_t chunk = n - j;
+
+		if (pool->fl.shared && chunk > AP_STEP_WORDS)
+			chunk = AP_STEP_WORDS;
+		rc = ap_fl_pop_chain(&pool->fl, (char *)&tokens[j] + AP_TOKEN_IDX_AT,
+				     (char *)&tokens[j] + AP_TOKEN_GEN_AT, sizeof(*tokens), chunk,
+				     chunk, AP_K_LEASED, &got);
+		if (rc == -ENOBUFS && !reclaimed) {
+			reclaimed = true;
+			if (ap_reclaim(pool, true) > 0)
+				continue;
+		}
+		if (rc) {
+			(void)release_tokens(pool, tokens, j);
+			memset(tokens, 0, (size_t)n * sizeof(*tokens));
+			return rc;
+		}
+		j += chunk;
+	}
+	return 0;
+}
+
+/* From the calling thread's cache, as acquire_bulk_cached; leaves c. */
+static int acquire_tokens_cached(struct asyncpool *pool, struct ap_cache *c, uint64_t *tokens,
+				 unsigned int n)
+{
+	_Atomic uint64_t *state = pool->fl.state;
+	uint32_t me = pool->fl.me, got;
+	unsigned int j = 0;
+	int rc;
+
+	while (j < n) {
+		uint32_t cn = ap_cache_n(c), need = n - j;
+
+		if (!cn) {
+			if (need > c->size || (pool->fl.shared && need > AP_STEP_WORDS)) {
+				rc = pop_tokens(pool, &tokens[j], need);
+				if (rc)
+					goto fail;
+				ap_cache_leave(c);
+				return 0;
+			}
+			rc = ap_fl_pop_chain(&pool->fl, c->idx, NULL, sizeof(uint32_t), need,
+					     need + c->batch < c->size ? need + c->batch : c->size,
+					     AP_K_CACHED, &got);
+			if (rc)
+				goto fail;
+			cn = got;
+		}
+		while (cn && j < n) {
+			uint32_t idx = c->idx[--cn], gen;
+
+			if (AP_UNLIKELY(!(gen = ap_state_cached_to_leased(&state[idx], me)))) {
+				ap_fl_count_corruption(&pool->fl, 1);
+				continue;
+			}
+			tokens[j++] = AP_TOKEN_MAKE(gen, idx);
+		}
+		ap_cache_set_n(c, cn);
+	}
+	ap_cache_leave(c);
+	return 0;
+fail:
+	/* All or nothing: what was taken goes back (to the cache). */
+	ap_cache_leave(c);
+	(void)release_tokens(pool, tokens, j);
+	memset(tokens, 0, (size_t)n * sizeof(*tokens));
+	return rc;
+}
+
+AP_EXPORT int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens, unsigned int n)
+{
+	struct ap_cache *c = NULL;
+
+	/* Refuse before writing: n may not be the length of anything. */
+	if (!tokens)
+		return n ? -EINVAL : 0;
+	if (!pool || n > pool->fl.count)
+		return -EINVAL;
+	if (!n)
+		return 0;
+	if (pool->cache_size)
+		c = ap_cache_of(pool);
+	if (c && ap_cache_enter(c))
+		return acquire_tokens_cached(pool, c, tokens, n);   /* leaves c */
+	return pop_tokens(pool, tokens, n);
+}
+
+AP_EXPORT int asyncpool_release_tokens(struct asyncpool *pool, const uint64_t *tokens,
+				       unsigned int n)
+{
+	if (!pool || (!tokens && n) || n > pool->fl.count)
+		return -EINVAL;
+	/* Bad input changes nothing: every token is checked first. */
+	for (unsigned int j = 0; j < n; j++)
+		if (!ap_token_ok(pool, tokens[j]))
+			return -EINVAL;
+	return n && release_tokens(pool, tokens, n) ? -ESTALE : 0;
+}

@@ -63,13 +63,14 @@ static inline int ap_header_check(const void *mem, size_t size, bool shared,
 		return -EBADMSG;
 	if (!ap_offset_ok(copy->head_offset, 64, g.storage_size, AP_OFF_HEAD) ||
 	    !ap_offset_ok(copy->counters_offset, 64, g.storage_size, AP_OFF_COUNTERS) ||
-	    !ap_offset_ok(copy->next_offset, g.per, g.storage_size, AP_OFF_NEXT))
+	    !ap_offset_ok(copy->next_offset, g.per, g.storage_size, AP_OFF_NEXT) ||
+	    !ap_offset_ok(copy->depth_offset, g.depth_per, g.storage_size, g.depth_offset))
 		return -EBADMSG;
 	if (shared &&
 	    !ap_offset_ok(copy->attach_offset, (uint64_t)AP_ATTACH_SLOTS * AP_ATTACH_SIZE,
 			  g.storage_size, g.attach_offset))
 		return -EBADMSG;
-	if (copy->owners_offset || (!shared && copy->attach_offset))
+	if (!shared && copy->attach_offset)
 		return -EBADMSG;
 	for (size_t i = 0; i < sizeof(copy->reserved) / sizeof(copy->reserved[0]); i++)
 		if (copy->reserved[i])

@@ -59,6 +59,13 @@ static inline bool ap_release_is(const struct asyncpool_lease *l, ap_release_tok
 	return l->release.fn == (ap_release_fn *)(void (*)(void))fn;
 }
 
+/* A token that can name a lease of pool: a generation, an index in range. */
+static inline bool ap_token_ok(const struct asyncpool *pool, uint64_t token)
+{
+	return pool && AP_TOKEN_GEN(token) && AP_TOKEN_GEN(token) <= AP_GEN_MASK &&
+	       AP_TOKEN_INDEX(token) < pool->fl.count;
+}
+
 /* pool.c */
 int  ap_layout_size(uint32_t count, bool shared, size_t *out);
 void ap_layout_init(void *mem, uint32_t count, size_t buffer_size, bool shared);

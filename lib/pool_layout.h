@@ -9,6 +9,7 @@
  *   128  head line         head word, the wait and flush words
  *   192  counters line     statistics
  *   256  state[]           uint64 per buffer: link, kind, holder, generation
+ *   ...  depth[]           uint32 per buffer: free buffers from it to the end
  *   ...  attach[]          AP_ATTACH_SLOTS x AP_ATTACH_SIZE bytes  shared only
  *
  * Version 1 had uint32 words (a link or a state, no generation, no
@@ -42,6 +43,13 @@
  *
  * Only a FREE word's link is a link: a walker that meets another kind
  * re-reads the head.
+ *
+ * depth[i] of a buffer on the list is the number of buffers from it to
+ * the end of the list, itself included: a pusher writes it (one plus
+ * the depth of the head it links to) before its CAS on the head, so the
+ * head's depth is the free count, read in O(1) with no counter that
+ * every acquire and release would have to update atomically.  Only
+ * asyncpool_available() reads it; nothing trusts it.
  */
 #define AP_K_FREE    0u
 #define AP_K_LEASED  1u
@@ -85,7 +93,7 @@ struct ap_pool_header {
 	uint64_t head_offset;
 	uint64_t counters_offset;
 	uint64_t next_offset;           /* state[] */
-	uint64_t owners_offset;         /* 0 (version 1's owners[]) */
+	uint64_t depth_offset;          /* depth[] */
 	uint64_t attach_offset;         /* 0 for local pools */
 	uint64_t reserved[6];           /* zero */
 };
@@ -188,7 +196,8 @@ _Static_assert(sizeof(struct ap_attach) == AP_ATTACH_SIZE, "attachment size");
 struct ap_layout_geometry {
 	uint64_t per;                   /* bytes of state[] */
 	uint64_t next_offset;           /* state[] */
-	uint64_t owners_offset;         /* always 0 since version 2 */
+	uint64_t depth_per;             /* bytes of depth[] */
+	uint64_t depth_offset;          /* depth[] */
 	uint64_t attach_offset;         /* 0 for local pools */
 	uint64_t storage_size;          /* bytes of the whole layout */
 };
@@ -198,9 +207,10 @@ static inline bool ap_layout_geometry(uint32_t count, bool shared, struct ap_lay
 {
 	g->per = ((uint64_t)count * sizeof(uint64_t) + 63) & ~(uint64_t)63;
 	g->next_offset = AP_OFF_NEXT;
-	g->owners_offset = 0;
-	g->attach_offset = shared ? AP_OFF_NEXT + g->per : 0;
-	g->storage_size = AP_OFF_NEXT + g->per +
+	g->depth_per = ((uint64_t)count * sizeof(uint32_t) + 63) & ~(uint64_t)63;
+	g->depth_offset = AP_OFF_NEXT + g->per;
+	g->attach_offset = shared ? g->depth_offset + g->depth_per : 0;
+	g->storage_size = g->depth_offset + g->depth_per +
 			  (shared ? (uint64_t)AP_ATTACH_SLOTS * AP_ATTACH_SIZE : 0);
 	return count != 0 && count <= AP_MAX_COUNT;
 }

@@ -146,17 +146,11 @@ AP_EXPORT uint64_t asyncpool_lease_token(const struct asyncpool_lease *lease)
 	return AP_TOKEN_MAKE(lease->generation, lease->buffer_index);
 }
 
-static bool token_ok(const struct asyncpool *pool, uint64_t token)
-{
-	return pool && AP_TOKEN_GEN(token) && AP_TOKEN_GEN(token) <= AP_GEN_MASK &&
-	       AP_TOKEN_INDEX(token) < pool->fl.count;
-}
-
 AP_EXPORT int asyncpool_release_token(struct asyncpool *pool, uint64_t token)
 {
 	int rc;
 
-	if (!token_ok(pool, token))
+	if (!ap_token_ok(pool, token))
 		return -EINVAL;
 	rc = ap_fl_release(&pool->fl, AP_TOKEN_INDEX(token), AP_TOKEN_GEN(token));
 	return rc == -EALREADY ? -ESTALE : rc;
@@ -165,7 +159,7 @@ AP_EXPORT int asyncpool_release_token(struct asyncpool *pool, uint64_t token)
 AP_EXPORT int asyncpool_lease_adopt_token(struct asyncpool *pool, uint64_t token,
 					  struct asyncpool_lease *out)
 {
-	if (out && !token_ok(pool, token)) {
+	if (out && !ap_token_ok(pool, token)) {
 		memset(out, 0, sizeof(*out));
 		return -EINVAL;
 	}

@@ -41,7 +41,8 @@ static void test_storage_and_create(void)
 	       "storage_size: beyond ASYNCPOOL_MAX_BUFFERS");
 	is_int(asyncpool_shared_storage_size(16, NULL), -EINVAL, "storage_size: NULL out");
 	is_int(asyncpool_shared_storage_size(64, &size), 0, "storage_size: 64 buffers");
-	is_int(size, 256 + 64 * 8 + 64 * 576, "storage_size: header, head, counters, state, attach");
+	is_int(size, 256 + 64 * 8 + 64 * 4 + 64 * 576,
+	       "storage_size: header, head, counters, state, depth, attach");
 	is_int(asyncpool_shared_storage_size(ASYNCPOOL_MAX_BUFFERS, &size), 0, "storage_size: the maximum");
 
 	if (asyncpool_proactor_create_memory(&p))
@@ -90,6 +91,19 @@ static void test_storage_and_create(void)
 	is_int(((uint32_t *)mem)[0], 0x4c4f5041, "destroy leaves the shared pool to the others");
 	is_int(asyncpool_open_shared(mem, size, r, &b), 0, "open_shared after the creator left");
 	is_int(asyncpool_available(b), N, "everything free");
+	/*
+	 * Cached buffers are available only through the handle whose
+	 * threads cache them (issue 15): another handle, or process, can
+	 * get them only once that one flushes.
+	 */
+	is_int(asyncpool_open_shared(mem, size, r, &a), 0, "a handle with caches");
+	is_int(asyncpool_set_cache(a, 4), 0, "  set_cache 4 (batches of 2)");
+	is_int(asyncpool_acquire(a, &l), 0, "  acquire: its cache takes 2, leases 1");
+	asyncpool_lease_release(&l);
+	is_int(asyncpool_available(a), N, "  its 2 cached buffers are available to it");
+	is_int(asyncpool_available(b), N - 2, "  not to the other handle");
+	is_int(asyncpool_destroy(a), 0, "  close it: its caches flush");
+	is_int(asyncpool_available(b), N, "  then all are available to the other");
 	asyncpool_destroy(b);
 	munmap(mem, 65536);
 	asyncpool_region_unref(r);

@@ -99,7 +99,7 @@ static void test_offsets(void)
 	   offsetof(struct ap_pool_header, head_offset) == 40 &&
 	   offsetof(struct ap_pool_header, counters_offset) == 48 &&
 	   offsetof(struct ap_pool_header, next_offset) == 56 &&
-	   offsetof(struct ap_pool_header, owners_offset) == 64 &&
+	   offsetof(struct ap_pool_header, depth_offset) == 64 &&
 	   offsetof(struct ap_pool_header, attach_offset) == 72 &&
 	   offsetof(struct ap_pool_header, reserved) == 80,
 	   "header fields at the offsets of asyncpool-shared(7)");
@@ -128,8 +128,12 @@ static void put(size_t off, int width, uint64_t v)
 
 static void test_fields(void)
 {
-	uint64_t per = (N * 4 + 63) / 64 * 64;
-	uint64_t own = AP_OFF_NEXT + per, att = AP_OFF_NEXT + 2 * per;
+	struct ap_layout_geometry g;
+	uint64_t dep, att;
+
+	(void)ap_layout_geometry(N, true, &g);
+	dep = g.depth_offset;
+	att = g.attach_offset;
 #define F(f) offsetof(struct ap_pool_header, f)
 	const struct field_case cases[] = {
 		{ "magic zero", F(magic), 4, 0, -EPROTO },
@@ -164,8 +168,10 @@ static void test_fields(void)
 		{ "next_offset 0", F(next_offset), 8, 0, -EBADMSG },
 		{ "next_offset past the end", F(next_offset), 8, storage, -EBADMSG },
 		{ "next_offset wraps", F(next_offset), 8, UINT64_MAX - 63, -EBADMSG },
-		{ "owners_offset not 0", F(owners_offset), 8, 64, -EBADMSG },
-		{ "owners_offset misaligned", F(owners_offset), 8, own + 4, -EBADMSG },
+		{ "depth_offset 0", F(depth_offset), 8, 0, -EBADMSG },
+		{ "depth_offset on state[]", F(depth_offset), 8, AP_OFF_NEXT, -EBADMSG },
+		{ "depth_offset misaligned", F(depth_offset), 8, dep + 4, -EBADMSG },
+		{ "depth_offset + 64", F(depth_offset), 8, dep + 64, -EBADMSG },
 		{ "attach_offset 0", F(attach_offset), 8, 0, -EBADMSG },
 		{ "attach_offset at the end", F(attach_offset), 8, storage, -EBADMSG },
 		{ "attach_offset + 64", F(attach_offset), 8, att + 64, -EBADMSG },
@@ -337,7 +343,7 @@ static void test_freelist(void)
 	pool = fresh();
 	set_link(1, 0);
 	is_int(asyncpool_check(pool), -EUCLEAN, "check: a cycle 0 -> 1 -> 0");
-	ok(asyncpool_available(pool) <= N, "available: the walk over the cycle is bounded");
+	ok(asyncpool_available(pool) <= N, "available: bounded over the cycle");
 	is_int(drain(pool, &got), -EUCLEAN, "acquire: the cycle ends in -EUCLEAN");
 	is_int(got, 2, "after the two buffers of the cycle");
 	asyncpool_destroy(pool);
@@ -427,7 +433,7 @@ static void test_inspect(void)
 
 	is_int(inspect(name, out, sizeof(out)), 0, "inspect NAME: consistent, exit 0");
 	ok(strstr(out, "freelist:        consistent") && strstr(out, "capacity:        16\n") &&
-	   strstr(out, "available:       15\n") && strstr(out, "leased:          1\n"),
+	   strstr(out, "available:       15 (on the freelist)\n") && strstr(out, "leased:          1\n"),
 	   "inspect: capacity, available, leased");
 	ok(!memcmp(snap, base, size), "inspect wrote nothing");
 	snprintf(path, sizeof(path), "/proc/%ld/fd/%d", (long)getpid(), asyncpool_shared_fd(sp));

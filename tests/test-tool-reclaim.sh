@@ -76,16 +76,16 @@ tap_ok "inspect: the killed one is dead with 5 leased and 3 cached" \
 tap_ok "inspect: the other is alive with 2 leased and 1 cached" \
 	line "^attachment: *slot [0-9]* pid $live alive leased 2 cached 1\$"
 tap_ok "inspect: only one attachment is dead" line ' dead '
-tap_ok "inspect: 7 leased, 4 cached, 25 available" \
+tap_ok "inspect: 7 leased, 4 cached, 21 available (on the freelist)" \
 	sh -c "grep -q '^leased: *7\$' '$tmp/out' && grep -q '^cached: *4 ' '$tmp/out' &&
-	       grep -q '^available: *25\$' '$tmp/out'"
+	       grep -q '^available: *21 (on the freelist)\$' '$tmp/out'"
 
 run "$tool" inspect --json "$name"
 tap_ok "inspect --json: exit 0, one line" test $rc -eq 0 -a "$(wc -l < "$tmp/out")" -eq 1
 tap_ok "inspect --json: consistent" test "$(json_of - verdict)" = '"consistent"'
-tap_ok "inspect --json: 7 leased, 4 cached, 25 available, 32 capacity" \
+tap_ok "inspect --json: 7 leased, 4 cached, 21 available, 32 capacity" \
 	test "$(json_of - leased) $(json_of - cached) $(json_of - available) $(json_of - capacity)" = \
-	"7 4 25 32"
+	"7 4 21 32"
 tap_ok "inspect --json: the killed one dead, 5 leased, 3 cached" \
 	test "$(json_of "$victim_was" state) $(json_of "$victim_was" leased) $(json_of "$victim_was" cached)" = \
 	'"dead" 5 3'
@@ -120,7 +120,7 @@ tap_ok "the live process released and left (exit 0)" test $? -eq 0
 live=
 run "$tool" inspect "$name"
 tap_ok "inspect: consistent, 32 available, 0 leased, 0 cached, no attachment" \
-	sh -c "test $rc -eq 0 && grep -q '^available: *32\$' '$tmp/out' &&
+	sh -c "test $rc -eq 0 && grep -q '^available: *32 (on the freelist)\$' '$tmp/out' &&
 	       grep -q '^leased: *0\$' '$tmp/out' && grep -q '^cached: *0 ' '$tmp/out' &&
 	       grep -q '^attachments: *0\$' '$tmp/out' && ! grep -q '^attachment:' '$tmp/out' &&
 	       grep -q '^freelist: *consistent\$' '$tmp/out'"

@@ -28,8 +28,8 @@ is() { # DESCRIPTION CONDITION...
 }
 
 cases="pool pool-cached pool-threads pool-cached-threads handoff handoff-cached
-bulk32 bulk32-cached shared-2proc shared-2proc-cached wake-threads wake-2proc reclaim-latency
-contend-spin contend-wait contend-baseline handoff-2proc-spin handoff-2proc-wait mutex-baseline
+bulk32 bulk32-cached tokens32 tokens32-cached shared-2proc shared-2proc-cached wake-threads wake-2proc
+reclaim-latency contend-spin contend-wait contend-baseline handoff-2proc-spin handoff-2proc-wait mutex-baseline
 mutex-baseline-threads cas2-baseline handoff-queue-baseline"
 echo "1..28"
 

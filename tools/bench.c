@@ -204,6 +204,16 @@ static void body_bulk(struct run *r, unsigned id)
 			asyncpool_release_bulk(l, BULK);
 }
 
+static void body_tokens(struct run *r, unsigned id)
+{
+	uint64_t t[BULK];
+
+	(void)id;
+	for (unsigned long i = 0; i < r->ops; i += BULK)
+		if (asyncpool_acquire_tokens(r->pool, t, BULK) == 0)
+			(void)asyncpool_release_tokens(r->pool, t, BULK);
+}
+
 /* Thread 0 acquires (or makes up) leases and queues them; thread 1 takes
  * them off the queue and releases them. */
 static void body_handoff(struct run *r, unsigned id)
@@ -279,6 +289,8 @@ static const struct bench_case cases[] = {
 	{ "handoff", "one thread acquires, another releases, through a queue",
 	  body_handoff, 2, BENCH_PER_LEASE, "handoff-cached" },
 	{ "bulk32", "32 leases per call (time per buffer)", body_bulk, 1, 0, "bulk32-cached" },
+	{ "tokens32", "32 tokens per call, no leases (time per buffer)", body_tokens, 1, 0,
+	  "tokens32-cached" },
 	{ "shared-2proc", "a shared pool used by two processes at once",
 	  NULL, 2, BENCH_PROCESSES, "shared-2proc-cached" },
 	{ "wake-threads", "a release wakes a thread in asyncpool_acquire_wait",
@@ -420,7 +432,7 @@ static void print_table(const struct bench_result *res, size_t n, unsigned reps)
 		printf("\n");
 	}
 	printf("(medians of %u repetitions; one op is an acquire+release pair;\n"
-	       " bulk32: per buffer; handoff: per lease, acquired by one thread, released by the other;\n"
+	       " bulk32, tokens32: per buffer; handoff: per lease, acquired by one thread, released by the other;\n"
 	       " wake-*: ns from a release to the return of the waiter's asyncpool_acquire_wait(),\n"
 	       " 2000 wake-ups: ns/op the median, min the minimum, max the 99th percentile;\n"
 	       " reclaim-latency: ns of one asyncpool_reclaim() that brings back what a\n"

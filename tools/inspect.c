@@ -260,7 +260,7 @@ static void print_text(const struct inspection *in)
 	printf("head_offset:     %" PRIu64 "\n", h->head_offset);
 	printf("counters_offset: %" PRIu64 "\n", h->counters_offset);
 	printf("next_offset:     %" PRIu64 "\n", h->next_offset);
-	printf("owners_offset:   %" PRIu64 "\n", h->owners_offset);
+	printf("depth_offset:    %" PRIu64 "\n", h->depth_offset);
 	printf("attach_offset:   %" PRIu64 "\n", h->attach_offset);
 	if (in->error) {
 		printf("header:          INVALID: %s\n", tool_pool_error(in->error));
@@ -283,10 +283,15 @@ static void print_text(const struct inspection *in)
 	       in->wait & AP_WAIT_WAITERS ? "announced" : "none", in->wait);
 	printf("flush requests:  %" PRIu32 "\n", in->flush);
 	printf("capacity:        %" PRIu32 "\n", h->buffer_count);
-	/* As asyncpool_available(): the freelist and every thread cache. */
-	printf("available:       %" PRIu32 "\n", a->free + a->cached);
+	/*
+	 * As asyncpool_available() in a process that caches none: the
+	 * freelist.  Cached buffers are available only to the process
+	 * whose threads cache them (man asyncpool_available).
+	 */
+	printf("available:       %" PRIu32 " (on the freelist)\n", a->free);
 	printf("leased:          %" PRIu32 "\n", a->leased);
-	printf("cached:          %" PRIu32 " (of the available, in thread caches)\n", a->cached);
+	printf("cached:          %" PRIu32 " (in thread caches: available to their process only)\n",
+	       a->cached);
 	if (a->lost)
 		printf("lost:            %" PRIu32 "\n", a->lost);
 	printf("attachments:     %" PRIu32 "\n", in->natt);
@@ -359,11 +364,11 @@ static void print_json(const struct inspection *in)
 		       ",\"flags\":%" PRIu32 ",\"storage_size\":%" PRIu64 ",\"buffer_size\":%" PRIu64
 		       ",\"buffer_count\":%" PRIu32 ",\"attach_slots\":%" PRIu32
 		       ",\"head_offset\":%" PRIu64 ",\"counters_offset\":%" PRIu64
-		       ",\"next_offset\":%" PRIu64 ",\"owners_offset\":%" PRIu64
+		       ",\"next_offset\":%" PRIu64 ",\"depth_offset\":%" PRIu64
 		       ",\"attach_offset\":%" PRIu64 ",\"valid\":%s}",
 		       h->version, h->header_size, h->flags, h->storage_size, h->buffer_size,
 		       h->buffer_count, h->attach_slots, h->head_offset, h->counters_offset,
-		       h->next_offset, h->owners_offset, h->attach_offset,
+		       h->next_offset, h->depth_offset, h->attach_offset,
 		       in->error ? "false" : "true");
 	if (in->stage == SEEN_ALL) {
 		if (in->buffers_here)
@@ -377,7 +382,7 @@ static void print_json(const struct inspection *in)
 		       ",\"bad_holder_leased\":%" PRIu32 ",\"bad_holder_cached\":%" PRIu32,
 		       in->bad_releases, in->corruptions, in->empty, a->head_index, a->head_tag,
 		       in->wait & AP_WAIT_WAITERS ? "true" : "false", in->wait, in->flush,
-		       h->buffer_count, a->free + a->cached, a->free, a->leased, a->cached, a->lost,
+		       h->buffer_count, a->free, a->free, a->leased, a->cached, a->lost,
 		       a->held_leased[0], a->held_cached[0], in->stray_leased, in->stray_cached);
 		if (a->problem) {
 			printf(",\"problem\":");

@@ -93,6 +93,13 @@ int asyncpool_release_token(struct asyncpool *pool, uint64_t token);
 int asyncpool_lease_adopt_token(struct asyncpool *pool, uint64_t token,
 				struct asyncpool_lease *out);
 /*
+ * Bulk by token (since 1.1): n buffers as 8-byte tokens, no lease built.
+ * Acquire is all or nothing; release refuses (and counts) each stale
+ * token, releases the others, and then returns -ESTALE.
+ */
+int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens, unsigned int n);
+int asyncpool_release_tokens(struct asyncpool *pool, const uint64_t *tokens, unsigned int n);
+/*
  * Return to the freelist the buffers of the processes attached to a
  * shared pool that died (since 1.1): the number that came back, or a
  * negative errno.  Leased ones only after the quarantine (milliseconds
