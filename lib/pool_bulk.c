@@ -25,118 +25,158 @@ static void leases_build(struct asyncpool *pool, struct asyncpool_lease *l, unsi
 }
 
 /*
- * n leases straight from the freelist, all or nothing: one CAS for the
- * chain (a shared pool: one per AP_STEP_WORDS buffers, what a step
- * records).  An empty pool is reclaimed once (reclaim.c).
+ * n buffers straight from the freelist into n records of stride bytes,
+ * index at idx and generation at gen (a lease's fields, a token's
+ * halves): one CAS per chain (a shared pool: one per AP_STEP_WORDS
+ * buffers, what a step records).  An empty pool is reclaimed once
+ * (reclaim.c).  How many records were filled: n, or fewer with *rc set,
+ * and the caller gives those back.
  */
-static int pop_leases(struct asyncpool *pool, struct asyncpool_lease *l, unsigned int n,
-		      ap_release_token_fn *fn)
+static unsigned int pop_records(struct asyncpool *pool, char *idx, char *gen, size_t stride,
+				unsigned int n, int *rc)
 {
 	unsigned int j = 0;
 	bool reclaimed = false;
 	uint32_t got;
-	int rc;
 
+	*rc = 0;
 	while (j < n) {
 		uint32_t chunk = n - j;
 
 		if (pool->fl.shared && chunk > AP_STEP_WORDS)
 			chunk = AP_STEP_WORDS;
-		rc = ap_fl_pop_chain(&pool->fl, &l[j].buffer_index, &l[j].generation, sizeof(*l),
-				     chunk, chunk, AP_K_LEASED, &got);
-		if (rc == -ENOBUFS && !reclaimed) {
+		*rc = ap_fl_pop_chain(&pool->fl, idx + j * stride, gen + j * stride, stride, chunk,
+				      chunk, AP_K_LEASED, &got);
+		if (*rc == -ENOBUFS && !reclaimed) {
 			reclaimed = true;
 			if (ap_reclaim(pool, true) > 0)
 				continue;
 		}
-		if (rc) {
-			leases_build(pool, l, j, fn);
-			asyncpool_release_bulk(l, j);
-			memset(l, 0, (size_t)n * sizeof(*l));
-			return rc;
-		}
-		leases_build(pool, &l[j], chunk, fn);
+		if (*rc)
+			break;
 		j += chunk;
 	}
-	return 0;
+	return j;
 }
 
-/*
- * From the calling thread's cache, refilled with one CAS for what it
- * lacks (or, beyond what a cache or a step holds, the rest straight
- * from the freelist).  All or nothing.  Called inside c (ap_cache_enter),
- * leaves it.
- */
-static int acquire_bulk_cached(struct asyncpool *pool, struct ap_cache *c,
-			       struct asyncpool_lease *leases, unsigned int n)
+/* n leases straight from the freelist, all or nothing (pop_records). */
+static int pop_leases(struct asyncpool *pool, struct asyncpool_lease *l, unsigned int n,
+		      ap_release_token_fn *fn)
 {
-	struct asyncpool_region *region = pool->region;
-	size_t bs = pool->buffer_size;
-	_Atomic uint64_t *state = pool->fl.state;
-	uint32_t me = pool->fl.me;
-	unsigned int j = 0;
-	uint32_t got;
 	int rc;
+	unsigned int got = pop_records(pool, (char *)&l->buffer_index, (char *)&l->generation,
+				       sizeof(*l), n, &rc);
 
-	while (j < n) {
-		uint32_t cn = ap_cache_n(c), need = n - j;
-
-		if (!cn) {
-			if (need > c->size || (pool->fl.shared && need > AP_STEP_WORDS)) {
-				rc = pop_leases(pool, &leases[j], need, ap_cache_recycle);
-				if (rc)
-					goto fail;
-				return 0;
-			}
-			/* What is missing, and a refill's worth more if there is. */
-			rc = ap_fl_pop_chain(&pool->fl, c->idx, NULL, sizeof(uint32_t), need,
-					     need + c->batch < c->size ? need + c->batch : c->size,
-					     AP_K_CACHED, &got);
-			if (rc)
-				goto fail;
-			cn = got;
-		}
-		while (cn && j < n) {
-			uint32_t idx = c->idx[--cn], gen;
-
-			if (AP_UNLIKELY(!(gen = ap_state_cached_to_leased(&state[idx], me)))) {
-				/* Not cached any more: a copy of it is elsewhere. */
-				ap_fl_count_corruption(&pool->fl, 1);
-				continue;
-			}
-			ap_lease_init_gen(&leases[j++], region, (size_t)idx * bs, bs,
-					  ap_cache_recycle, pool, idx, gen);
-		}
-		ap_cache_set_n(c, cn);
+	leases_build(pool, l, got, fn);
+	if (rc) {
+		asyncpool_release_bulk(l, got);
+		memset(l, 0, (size_t)n * sizeof(*l));
 	}
-	ap_cache_leave(c);
-	return 0;
-fail:
-	/* All or nothing: what was taken goes back to the cache. */
-	ap_cache_leave(c);
-	asyncpool_release_bulk(leases, j);
-	memset(leases, 0, (size_t)n * sizeof(*leases));
 	return rc;
 }
 
-AP_EXPORT int asyncpool_acquire_bulk(struct asyncpool *pool, struct asyncpool_lease *leases,
-				     unsigned int n)
+/*
+ * What both bulk acquires check before they write anything (n may not
+ * be the length of anything), and the calling thread's cache, entered,
+ * if it has one a flusher does not hold (else *c is NULL): 1 to go on,
+ * 0 for nothing to do (n == 0), or -EINVAL.
+ */
+static int bulk_begin(struct asyncpool *pool, const void *out, unsigned int n,
+		      struct ap_cache **c)
 {
-	struct ap_cache *c = NULL;
-
-	/* Refuse before writing: n may not be the length of anything. */
-	if (!leases)
+	*c = NULL;
+	if (!out)
 		return n ? -EINVAL : 0;
 	if (!pool || n > pool->fl.count)
 		return -EINVAL;
 	if (!n)
 		return 0;
-	if (pool->cache_size)
-		c = ap_cache_of(pool);
-	if (c && ap_cache_enter(c))
-		return acquire_bulk_cached(pool, c, leases, n);     /* leaves c */
-	/* No cache, or a flusher has it (pool_cache.h). */
-	return pop_leases(pool, leases, n, pool->release_fn);
+	if (pool->cache_size) {
+		*c = ap_cache_of(pool);
+		if (*c && !ap_cache_enter(*c))
+			*c = NULL;              /* a flusher has it (pool_cache.h) */
+	}
+	return 1;
+}
+
+/*
+ * The next buffer of the calling thread's cache c for a bulk acquire
+ * that still lacks need buffers, leased to the caller: 1 with *idx and
+ * *gen set.  An empty cache is refilled with one CAS for what is missing
+ * and a refill's worth more; 0 when need is more than a refill may hold
+ * (the caller pops the rest straight from the freelist), or -errno.
+ */
+static inline int cache_next(struct asyncpool *pool, struct ap_cache *c, uint32_t need,
+			     uint32_t *idx, uint32_t *gen)
+{
+	for (;;) {
+		uint32_t cn = ap_cache_n(c), got;
+		int rc;
+
+		if (!cn) {
+			if (need > c->size || (pool->fl.shared && need > AP_STEP_WORDS))
+				return 0;
+			rc = ap_fl_pop_chain(&pool->fl, c->idx, NULL, sizeof(uint32_t), need,
+					     need + c->batch < c->size ? need + c->batch : c->size,
+					     AP_K_CACHED, &got);
+			if (rc)
+				return rc;
+			cn = got;
+		}
+		while (cn) {
+			uint32_t i = c->idx[--cn], g;
+
+			if (AP_LIKELY((g = ap_state_cached_to_leased(&pool->fl.state[i], pool->fl.me)))) {
+				ap_cache_set_n(c, cn);
+				*idx = i;
+				*gen = g;
+				return 1;
+			}
+			/* Not cached any more: a copy of it is elsewhere. */
+			ap_fl_count_corruption(&pool->fl, 1);
+		}
+		ap_cache_set_n(c, 0);
+	}
+}
+
+/*
+ * n leases, all or nothing: from the calling thread's cache c if the
+ * caller entered one (cache_next), and what a cache cannot hold straight
+ * from the freelist.  Leaves c on every return, so that a flush of every
+ * cache never waits for this thread.
+ */
+static int acquire_leases(struct asyncpool *pool, struct ap_cache *c,
+			  struct asyncpool_lease *leases, unsigned int n)
+{
+	size_t bs = pool->buffer_size;
+	unsigned int j = 0;
+	uint32_t idx = 0, gen = 0;
+	int rc = 0;
+
+	if (c) {
+		while (j < n && (rc = cache_next(pool, c, n - j, &idx, &gen)) > 0)
+			ap_lease_init_gen(&leases[j++], pool->region, (size_t)idx * bs, bs,
+					  ap_cache_recycle, pool, idx, gen);
+		ap_cache_leave(c);
+	}
+	if (!rc && j < n)
+		rc = pop_leases(pool, &leases[j], n - j, c ? ap_cache_recycle : pool->release_fn);
+	if (rc < 0) {
+		/* What was taken goes back (to the cache). */
+		asyncpool_release_bulk(leases, j);
+		memset(leases, 0, (size_t)n * sizeof(*leases));
+		return rc;
+	}
+	return 0;
+}
+
+AP_EXPORT int asyncpool_acquire_bulk(struct asyncpool *pool, struct asyncpool_lease *leases,
+				     unsigned int n)
+{
+	struct ap_cache *c;
+	int rc = bulk_begin(pool, leases, n, &c);
+
+	return rc <= 0 ? rc : acquire_leases(pool, c, leases, n);
 }
 
 /* Whether lease l continues a run of leases of pool with callback fn. */
@@ -325,101 +365,50 @@ static uint32_t release_tokens(struct asyncpool *pool, const uint64_t *tokens, u
 	return bad;
 }
 
-/* n tokens straight from the freelist, all or nothing (as pop_leases). */
+/* n tokens straight from the freelist, all or nothing (pop_records). */
 static int pop_tokens(struct asyncpool *pool, uint64_t *tokens, unsigned int n)
 {
-	unsigned int j = 0;
-	bool reclaimed = false;
-	uint32_t got;
 	int rc;
+	unsigned int got = pop_records(pool, (char *)tokens + AP_TOKEN_IDX_AT,
+				       (char *)tokens + AP_TOKEN_GEN_AT, sizeof(*tokens), n, &rc);
 
-	while (j < n) {
-		uint32_t chunk = n - j;
-
-		if (pool->fl.shared && chunk > AP_STEP_WORDS)
-			chunk = AP_STEP_WORDS;
-		rc = ap_fl_pop_chain(&pool->fl, (char *)&tokens[j] + AP_TOKEN_IDX_AT,
-				     (char *)&tokens[j] + AP_TOKEN_GEN_AT, sizeof(*tokens), chunk,
-				     chunk, AP_K_LEASED, &got);
-		if (rc == -ENOBUFS && !reclaimed) {
-			reclaimed = true;
-			if (ap_reclaim(pool, true) > 0)
-				continue;
-		}
-		if (rc) {
-			(void)release_tokens(pool, tokens, j);
-			memset(tokens, 0, (size_t)n * sizeof(*tokens));
-			return rc;
-		}
-		j += chunk;
+	if (rc) {
+		(void)release_tokens(pool, tokens, got);
+		memset(tokens, 0, (size_t)n * sizeof(*tokens));
 	}
-	return 0;
+	return rc;
 }
 
-/* From the calling thread's cache, as acquire_bulk_cached; leaves c. */
-static int acquire_tokens_cached(struct asyncpool *pool, struct ap_cache *c, uint64_t *tokens,
-				 unsigned int n)
+/* n tokens, all or nothing, as acquire_leases; leaves c. */
+static int acquire_tokens(struct asyncpool *pool, struct ap_cache *c, uint64_t *tokens,
+			  unsigned int n)
 {
-	_Atomic uint64_t *state = pool->fl.state;
-	uint32_t me = pool->fl.me, got;
 	unsigned int j = 0;
-	int rc;
+	uint32_t idx = 0, gen = 0;
+	int rc = 0;
 
-	while (j < n) {
-		uint32_t cn = ap_cache_n(c), need = n - j;
-
-		if (!cn) {
-			if (need > c->size || (pool->fl.shared && need > AP_STEP_WORDS)) {
-				rc = pop_tokens(pool, &tokens[j], need);
-				if (rc)
-					goto fail;
-				ap_cache_leave(c);
-				return 0;
-			}
-			rc = ap_fl_pop_chain(&pool->fl, c->idx, NULL, sizeof(uint32_t), need,
-					     need + c->batch < c->size ? need + c->batch : c->size,
-					     AP_K_CACHED, &got);
-			if (rc)
-				goto fail;
-			cn = got;
-		}
-		while (cn && j < n) {
-			uint32_t idx = c->idx[--cn], gen;
-
-			if (AP_UNLIKELY(!(gen = ap_state_cached_to_leased(&state[idx], me)))) {
-				ap_fl_count_corruption(&pool->fl, 1);
-				continue;
-			}
+	if (c) {
+		while (j < n && (rc = cache_next(pool, c, n - j, &idx, &gen)) > 0)
 			tokens[j++] = AP_TOKEN_MAKE(gen, idx);
-		}
-		ap_cache_set_n(c, cn);
+		ap_cache_leave(c);
 	}
-	ap_cache_leave(c);
+	if (!rc && j < n)
+		rc = pop_tokens(pool, &tokens[j], n - j);
+	if (rc < 0) {
+		/* What was taken goes back (to the cache). */
+		(void)release_tokens(pool, tokens, j);
+		memset(tokens, 0, (size_t)n * sizeof(*tokens));
+		return rc;
+	}
 	return 0;
-fail:
-	/* All or nothing: what was taken goes back (to the cache). */
-	ap_cache_leave(c);
-	(void)release_tokens(pool, tokens, j);
-	memset(tokens, 0, (size_t)n * sizeof(*tokens));
-	return rc;
 }
 
 AP_EXPORT int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens, unsigned int n)
 {
-	struct ap_cache *c = NULL;
+	struct ap_cache *c;
+	int rc = bulk_begin(pool, tokens, n, &c);
 
-	/* Refuse before writing: n may not be the length of anything. */
-	if (!tokens)
-		return n ? -EINVAL : 0;
-	if (!pool || n > pool->fl.count)
-		return -EINVAL;
-	if (!n)
-		return 0;
-	if (pool->cache_size)
-		c = ap_cache_of(pool);
-	if (c && ap_cache_enter(c))
-		return acquire_tokens_cached(pool, c, tokens, n);   /* leaves c */
-	return pop_tokens(pool, tokens, n);
+	return rc <= 0 ? rc : acquire_tokens(pool, c, tokens, n);
 }
 
 AP_EXPORT int asyncpool_release_tokens(struct asyncpool *pool, const uint64_t *tokens,

@@ -362,6 +362,69 @@ static void test_bulk(uint32_t cache)
 	is_int(asyncpool_destroy(other), 0, "bulk %s: destroy other", what);
 }
 
+/*
+ * A bulk acquire larger than the cache, from an empty cache, pops
+ * straight from the freelist: it must still leave its cache, or a
+ * flush of every cache (which waits for each owner to be out of its
+ * cache) spins until that thread next uses its cache.  A thread makes
+ * the bulk acquire and then waits, its cache untouched, while this one
+ * flushes; the alarm turns the spin into a failure.
+ */
+struct beyond {
+	struct asyncpool *pool;
+	bool tokens;
+	int rc;
+	struct asyncpool_lease l[12];
+	uint64_t t[12];
+	pthread_barrier_t acquired, flushed;
+};
+
+static void *beyond_worker(void *arg)
+{
+	struct beyond *b = arg;
+
+	asyncpool_cache_flush(b->pool);         /* its cache exists and is empty */
+	b->rc = b->tokens ? asyncpool_acquire_tokens(b->pool, b->t, 12) :
+			    asyncpool_acquire_bulk(b->pool, b->l, 12);
+	pthread_barrier_wait(&b->acquired);
+	pthread_barrier_wait(&b->flushed);
+	if (b->tokens)
+		b->rc |= asyncpool_release_tokens(b->pool, b->t, 12);
+	else
+		asyncpool_release_bulk(b->l, 12);
+	return NULL;
+}
+
+static void test_bulk_beyond_cache(bool tokens)
+{
+	struct beyond b = { .pool = make_pool(proactor, 64, 16, 4), .tokens = tokens };
+	const char *what = tokens ? "tokens" : "leases";
+	struct asyncpool_lease mine;
+	pthread_t t;
+
+	pthread_barrier_init(&b.acquired, NULL, 2);
+	pthread_barrier_init(&b.flushed, NULL, 2);
+	if (pthread_create(&t, NULL, beyond_worker, &b))
+		bail_out("pthread_create");
+	pthread_barrier_wait(&b.acquired);
+	is_int(b.rc, 0, "bulk of %s beyond the cache: 12 acquired", what);
+	is_int(asyncpool_acquire(b.pool, &mine), 0, "bulk of %s beyond the cache: one more", what);
+	asyncpool_lease_release(&mine);         /* into this thread's cache */
+	alarm(30);
+	is_int(asyncpool_cache_flush_all(b.pool), 0,
+	       "bulk of %s beyond the cache: flush_all returns", what);
+	alarm(0);
+	pthread_barrier_wait(&b.flushed);
+	pthread_join(t, NULL);
+	is_int(b.rc, 0, "bulk of %s beyond the cache: released", what);
+	asyncpool_cache_flush(b.pool);
+	is_int(asyncpool_available(b.pool), 16, "bulk of %s beyond the cache: all 16 back", what);
+	is_int(bad_releases(b.pool), 0, "bulk of %s beyond the cache: no bad release", what);
+	is_int(asyncpool_destroy(b.pool), 0, "bulk of %s beyond the cache: destroy", what);
+	pthread_barrier_destroy(&b.acquired);
+	pthread_barrier_destroy(&b.flushed);
+}
+
 int main(void)
 {
 	if (asyncpool_proactor_create_memory(&proactor))
@@ -369,6 +432,8 @@ int main(void)
 	test_options();
 	test_bulk(0);
 	test_bulk(8);
+	test_bulk_beyond_cache(false);
+	test_bulk_beyond_cache(true);
 	test_flush_destroy();
 	test_fork();
 	test_handoff();
