@@ -187,86 +187,104 @@ static inline bool same_run(const struct asyncpool_lease *l, ap_release_token_fn
 }
 
 /*
- * Take lease l of a run: clear it, then move its buffer's state (a claim
- * for the freelist, or into a cache).  false, counted in *bad, for a
- * buffer that is not leased; false for an index out of range.
+ * Where a bulk release puts the buffers it takes back: the calling
+ * thread's cache (entered), or the freelist, in chains of AP_BULK_CHUNK.
+ * Each buffer moves by the same CAS as a single release (into the cache,
+ * or claimed for the freelist), so that a stale copy, or a copy released
+ * at the same instant, is refused and counted.
  */
-static inline bool run_take(struct asyncpool_lease *l, struct ap_freelist *fl, bool to_cache,
-			    uint32_t *bad)
-{
-	uint32_t i = l->buffer_index;
-	uint64_t was;
-	bool ok;
+struct put_back {
+	struct ap_freelist *fl;
+	struct ap_cache *c;             /* entered, or NULL: the freelist */
+	uint32_t n;                     /* in c->idx[], or in idx[] */
+	uint32_t size;                  /* of c: read once, not after every CAS */
+	uint32_t bad;                   /* refused */
+	uint32_t *idx;                  /* AP_BULK_CHUNK, for the freelist */
+};
 
-	l->release.fn = NULL;
-	if (AP_UNLIKELY(i >= fl->count))
-		return false;
-	ok = to_cache ? ap_state_leased_to_cached(&fl->state[i], l->generation, fl->me) :
-			ap_state_claim_leased(&fl->state[i], l->generation, fl->me, &was);
-	if (AP_UNLIKELY(!ok)) {
-		(*bad)++;
-		return false;
+/*
+ * idx is the caller's array, not a member: pb's address never leaves
+ * these inline functions, so the compiler keeps it in registers across
+ * the CASes.
+ */
+static inline void put_begin(struct put_back *pb, struct asyncpool *pool, bool cached,
+			     uint32_t *idx)
+{
+	pb->fl = &pool->fl;
+	pb->idx = idx;
+	pb->c = cached ? ap_cache_of(pool) : NULL;
+	if (pb->c && !ap_cache_enter(pb->c))
+		pb->c = NULL;           /* a flusher has it (pool_cache.h) */
+	pb->n = pb->c ? ap_cache_n(pb->c) : 0;
+	pb->size = pb->c ? pb->c->size : 0;
+	pb->bad = 0;
+}
+
+/* Inlined: a call per buffer costs more than the rest of it. */
+static inline __attribute__((always_inline)) void put_one(struct put_back *pb, uint32_t i,
+							 uint32_t gen)
+{
+	struct ap_freelist *fl = pb->fl;
+	uint64_t was;
+
+	if (pb->c) {
+		if (AP_UNLIKELY(!ap_state_leased_to_cached(&fl->state[i], gen, fl->me))) {
+			pb->bad++;
+			return;
+		}
+		if (AP_UNLIKELY(pb->n == pb->size)) {
+			ap_cache_set_n(pb->c, pb->n);
+			ap_cache_flush_batch(pb->c);
+			pb->n = ap_cache_n(pb->c);
+		}
+		pb->c->idx[pb->n++] = i;
+		return;
 	}
-	return true;
+	if (AP_UNLIKELY(!ap_state_claim_leased(&fl->state[i], gen, fl->me, &was))) {
+		pb->bad++;
+		return;
+	}
+	AP_TEST_AT(AP_TP_RELEASE_CLAIMED);
+	pb->idx[pb->n++] = i;
+	if (pb->n == AP_BULK_CHUNK) {
+		(void)ap_fl_push_chain(fl, pb->idx, pb->n);
+		pb->n = 0;
+	}
+}
+
+/* Finish a put_back: the refused ones, counted. */
+static inline uint32_t put_end(struct put_back *pb)
+{
+	if (pb->c) {
+		ap_cache_set_n(pb->c, pb->n);
+		ap_cache_leave(pb->c);
+	} else {
+		(void)ap_fl_push_chain(pb->fl, pb->idx, pb->n);
+	}
+	if (AP_UNLIKELY(pb->bad))
+		ap_fl_count_bad_release(pb->fl, pb->bad);
+	return pb->bad;
 }
 
 /*
- * Release the run of leases of an uncached pool that starts at l (at most
- * n): claim each (leased -> free, as a single release does, so that a
- * racing release of a copy cannot link it in twice), then push them as
- * one chain per AP_BULK_CHUNK.  Returns the length of the run.
+ * Release the run of leases of pool with callback fn that starts at l
+ * (at most n), each lease cleared: into this thread's cache for a pool
+ * with caches, else to the freelist.  Returns the length of the run.
  */
-static unsigned int release_run_fl(struct asyncpool *pool, struct asyncpool_lease *l,
-				   unsigned int n)
+static unsigned int release_run(struct asyncpool *pool, struct asyncpool_lease *l,
+				unsigned int n, ap_release_token_fn *fn)
 {
-	ap_release_token_fn *fn = ap_release_is(l, ap_cache_recycle) ? ap_cache_recycle :
-				  ap_pool_recycle;
 	uint32_t idx[AP_BULK_CHUNK];
-	uint32_t k = 0, bad = 0;
+	struct put_back pb;
 	unsigned int j;
 
+	put_begin(&pb, pool, fn == ap_cache_recycle, idx);
 	for (j = 0; j < n && same_run(&l[j], fn, pool); j++) {
-		if (!run_take(&l[j], &pool->fl, false, &bad))
-			continue;
-		AP_TEST_AT(AP_TP_RELEASE_CLAIMED);
-		idx[k++] = l[j].buffer_index;
-		if (k == AP_BULK_CHUNK) {
-			(void)ap_fl_push_chain(&pool->fl, idx, k);
-			k = 0;
-		}
+		l[j].release.fn = NULL;
+		if (AP_LIKELY(l[j].buffer_index < pool->fl.count))
+			put_one(&pb, l[j].buffer_index, l[j].generation);
 	}
-	(void)ap_fl_push_chain(&pool->fl, idx, k);
-	if (bad)
-		ap_fl_count_bad_release(&pool->fl, bad);
-	return j;
-}
-
-/* The same for a pool with caches: into this thread's cache. */
-static unsigned int release_run_cache(struct asyncpool *pool, struct asyncpool_lease *l,
-				      unsigned int n)
-{
-	struct ap_cache *c = ap_cache_of(pool);
-	uint32_t cn, size, bad = 0;
-	unsigned int j;
-
-	if (!c || !ap_cache_enter(c))
-		return release_run_fl(pool, l, n);
-	cn = c->n;
-	size = c->size;
-	for (j = 0; j < n && same_run(&l[j], ap_cache_recycle, pool); j++) {
-		if (!run_take(&l[j], &pool->fl, true, &bad))
-			continue;
-		if (AP_UNLIKELY(cn == size)) {
-			ap_cache_set_n(c, cn);
-			ap_cache_flush_batch(c);
-			cn = c->n;
-		}
-		c->idx[cn++] = l[j].buffer_index;
-	}
-	ap_cache_set_n(c, cn);
-	ap_cache_leave(c);
-	if (bad)
-		ap_fl_count_bad_release(&pool->fl, bad);
+	(void)put_end(&pb);
 	return j;
 }
 
@@ -283,9 +301,9 @@ AP_EXPORT void asyncpool_release_bulk(struct asyncpool_lease *leases, unsigned i
 			i++;
 		} else if (ap_release_is(l, ap_cache_recycle)) {
 			/* A run of leases of the same pool goes back in one step. */
-			i += release_run_cache(l->release.ctx, l, n - i);
+			i += release_run(l->release.ctx, l, n - i, ap_cache_recycle);
 		} else if (ap_release_is(l, ap_pool_recycle)) {
-			i += release_run_fl(l->release.ctx, l, n - i);
+			i += release_run(l->release.ctx, l, n - i, ap_pool_recycle);
 		} else {
 			/* A recv ring or another owner: its own callback. */
 			asyncpool_lease_release(l);
@@ -309,60 +327,18 @@ AP_EXPORT void asyncpool_release_bulk(struct asyncpool_lease *leases, unsigned i
 #endif
 
 /*
- * Release n tokens of pool that ap_token_ok() accepted: into the calling
- * thread's cache if the pool has caches and it may use its cache, else
- * claimed and pushed as chains.  Returns the stale ones (counted).
+ * Release n tokens of pool that ap_token_ok() accepted, as a run of
+ * leases goes back (put_back).  Returns the stale ones (counted).
  */
 static uint32_t release_tokens(struct asyncpool *pool, const uint64_t *tokens, unsigned int n)
 {
-	struct ap_freelist *fl = &pool->fl;
-	struct ap_cache *c = pool->cache_size ? ap_cache_of(pool) : NULL;
-	uint32_t bad = 0;
+	uint32_t idx[AP_BULK_CHUNK];
+	struct put_back pb;
 
-	if (c && ap_cache_enter(c)) {
-		uint32_t cn = c->n, size = c->size;
-
-		for (unsigned int j = 0; j < n; j++) {
-			uint32_t i = AP_TOKEN_INDEX(tokens[j]);
-
-			if (AP_UNLIKELY(!ap_state_leased_to_cached(&fl->state[i],
-								   AP_TOKEN_GEN(tokens[j]), fl->me))) {
-				bad++;
-				continue;
-			}
-			if (AP_UNLIKELY(cn == size)) {
-				ap_cache_set_n(c, cn);
-				ap_cache_flush_batch(c);
-				cn = c->n;
-			}
-			c->idx[cn++] = i;
-		}
-		ap_cache_set_n(c, cn);
-		ap_cache_leave(c);
-	} else {
-		uint32_t idx[AP_BULK_CHUNK], k = 0;
-
-		for (unsigned int j = 0; j < n; j++) {
-			uint32_t i = AP_TOKEN_INDEX(tokens[j]);
-			uint64_t was;
-
-			if (AP_UNLIKELY(!ap_state_claim_leased(&fl->state[i], AP_TOKEN_GEN(tokens[j]),
-							       fl->me, &was))) {
-				bad++;
-				continue;
-			}
-			AP_TEST_AT(AP_TP_RELEASE_CLAIMED);
-			idx[k++] = i;
-			if (k == AP_BULK_CHUNK) {
-				(void)ap_fl_push_chain(fl, idx, k);
-				k = 0;
-			}
-		}
-		(void)ap_fl_push_chain(fl, idx, k);
-	}
-	if (AP_UNLIKELY(bad))
-		ap_fl_count_bad_release(fl, bad);
-	return bad;
+	put_begin(&pb, pool, pool->cache_size != 0, idx);
+	for (unsigned int j = 0; j < n; j++)
+		put_one(&pb, AP_TOKEN_INDEX(tokens[j]), AP_TOKEN_GEN(tokens[j]));
+	return put_end(&pb);
 }
 
 /* n tokens straight from the freelist, all or nothing (pop_records). */

@@ -13,7 +13,7 @@
 #      released by its owner and by a peer process at once, 2 more
 #      processes of traffic, 3 buffers: exactly one release refused, no
 #      buffer linked twice.  Racing with a release by plain check
-#      (a thread cache's, release_run_fl's) spin finds the double link.
+#      (a thread cache's, release_run's) spin finds the double link.
 #  tests/model/wait.pml      the wait word (lib/pool_wait.h): a thread
 #      waiter, a waiter in another process and one that times out (or a
 #      ring waiter), 3 releases: no waiter left asleep; a releaser that
@@ -137,10 +137,10 @@ holds st-cache-seq states.pml "-DOWNER_CACHE -DSEQUENTIAL" \
 holds st-cache states.pml -DOWNER_CACHE "states, racing release into a cache"
 fails st-cache-plain states.pml "-DOWNER_CACHE -DPLAIN_CACHE_CHECK" " !(onlist\[[a-z]*\])" \
 	"states, racing release into a cache, plain check" "spin finds the double link"
-# 19-22: release_run_fl (bulk release, uncached) claims by CAS
-holds st-bulk states.pml -DOWNER_BULK "states, racing release_run_fl"
+# 19-22: release_run (bulk release, uncached) claims by CAS
+holds st-bulk states.pml -DOWNER_BULK "states, racing release_run"
 holds st-bulk-seq states.pml "-DOWNER_BULK -DSEQUENTIAL" \
-	"states, release_run_fl then a later release"
+	"states, release_run then a later release"
 
 # deadlocks NAME MODEL DEFINES LABEL WHAT: spin finds an invalid end
 # state (a process blocked for ever: a waiter asleep, not woken).

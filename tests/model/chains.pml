@@ -31,7 +31,7 @@
  *      cache (ap_cache_recycle: check LEASED, store CACHED), then
  *      ap_fl_push_chain of all of them          (cache_flush_batch/drain)
  *   D  ap_fl_pop twice, then asyncpool_release_bulk on them
- *      (release_run_fl: check LEASED, store END, then ap_fl_push_chain)
+ *      (release_run: check LEASED, store END, then ap_fl_push_chain)
  *
  * Checked: no buffer is held by two owners (the ghost holders[] is
  * incremented at the CAS that pops a buffer, decremented at the CAS that
@@ -362,7 +362,7 @@ proctype worker()
 				fl_push_chain()
 			:: else -> skip
 			fi
-		:: /* D: two acquires, release_bulk (release_run_fl) */
+		:: /* D: two acquires, release_bulk (release_run) */
 			fl_pop();
 			fl_pop();
 			if

@@ -15,7 +15,7 @@
  *   LEASED -> CACHED   ap_cache_recycle: load, compare with LEASED (else
  *                      refused: bad_releases), plain store CACHED
  *   CACHED -> free     ap_fl_push_chain (cache_flush_batch, cache_drain)
- *   LEASED -> END      release_run_fl (asyncpool_release_bulk of an
+ *   LEASED -> END      release_run (asyncpool_release_bulk of an
  *                      uncached pool): load, compare with LEASED, plain
  *                      store END; then ap_fl_push_chain
  *
@@ -51,7 +51,7 @@
  *                 must hold too, since the release into a cache claims by
  *                 CAS; with -DPLAIN_CACHE_CHECK (a plain check and store,
  *                 as before issue 14) spin must find the double link.
- *   -DOWNER_BULK  release_run_fl: a claim CAS (LEASED -> END), as
+ *   -DOWNER_BULK  release_run: a claim CAS (LEASED -> END), as
  *                 ap_fl_push does, then ap_fl_push_chain: a racing
  *                 double release is refused: must hold, racing or
  *                 -DSEQUENTIAL.  (With a plain check and store, which an
@@ -199,7 +199,7 @@ proctype owner()
 	:: atomic { next[mine] != LEASED -> refused++ }; owner_done = true
 	fi;
 #elif defined(OWNER_BULK)
-	/* release_run_fl: claim CAS LEASED -> END, then ap_fl_push_chain */
+	/* release_run: claim CAS LEASED -> END, then ap_fl_push_chain */
 	if
 	:: atomic { next[mine] == LEASED -> next[mine] = END };
 		push_chain1(mine)
