@@ -87,7 +87,7 @@ int ap_attach(struct asyncpool *pool, int fd)
 		/* All taken: the dead ones may free theirs. */
 		pool->lock_fd = lfd;
 		pool->slot = AP_ATTACH_SLOTS;
-		rc = ap_reclaim(pool, true);
+		rc = ap_reclaim(pool);
 		pool->lock_fd = -1;
 		if (rc <= 0 && pass)
 			break;

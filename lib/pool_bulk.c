@@ -49,7 +49,7 @@ static unsigned int pop_records(struct asyncpool *pool, char *idx, char *gen, si
 				      chunk, AP_K_LEASED, &got);
 		if (*rc == -ENOBUFS && !reclaimed) {
 			reclaimed = true;
-			if (ap_reclaim(pool, true) > 0)
+			if (ap_reclaim(pool) > 0)
 				continue;
 		}
 		if (*rc)

@@ -255,7 +255,7 @@ static int cache_refill(struct ap_cache *c)
 	int rc = ap_fl_pop_chain(&pool->fl, c->idx, NULL, sizeof(uint32_t), 1, c->batch,
 				 AP_K_CACHED, &got);
 
-	if (AP_UNLIKELY(rc == -ENOBUFS) && ap_reclaim(pool, true) > 0)
+	if (AP_UNLIKELY(rc == -ENOBUFS) && ap_reclaim(pool) > 0)
 		rc = ap_fl_pop_chain(&pool->fl, c->idx, NULL, sizeof(uint32_t), 1, c->batch,
 				     AP_K_CACHED, &got);
 	ap_cache_set_n(c, rc ? 0 : got);

@@ -99,6 +99,6 @@ int  ap_attach_alive(const struct asyncpool *pool, uint32_t slot);
 /* ap_lock_byte() and the liveness test itself: attach_live.h */
 
 /* reclaim.c */
-int  ap_reclaim(struct asyncpool *pool, bool quiet);
+int  ap_reclaim(struct asyncpool *pool);
 
 #endif /* ASYNCPOOL_POOL_INTERNAL_H */

@@ -101,14 +101,13 @@ static bool unreachable(const struct reclaim *r, uint32_t i)
 	return r->have_snapshot && !(r->reach[i / 8] & (1u << (i % 8)));
 }
 
-int ap_reclaim(struct asyncpool *pool, bool quiet)
+int ap_reclaim(struct asyncpool *pool)
 {
 	struct ap_freelist *fl = &pool->fl;
 	uint64_t dead = 0, pending = 0, since[AP_ATTACH_SLOTS], now;
 	struct reclaim r = { .pool = pool };
 	int rc;
 
-	(void)quiet;
 	if (pool->lock_fd < 0)
 		return -EOPNOTSUPP;
 	if (reclaim_lock(pool->lock_fd, F_WRLCK))
@@ -225,7 +224,7 @@ AP_EXPORT int asyncpool_reclaim(struct asyncpool *pool)
 {
 	if (!pool)
 		return -EINVAL;
-	return ap_reclaim(pool, false);
+	return ap_reclaim(pool);
 }
 
 AP_EXPORT int asyncpool_set_quarantine(struct asyncpool *pool, uint32_t ms)

@@ -118,7 +118,7 @@ static int bundle_build(struct asyncpool_shared *sp, struct asyncpool_proactor *
 	if (rc)
 		return rc;
 	if (reclaim)
-		(void)ap_reclaim(sp->pool, true);
+		(void)ap_reclaim(sp->pool);
 	return 0;
 }
 
