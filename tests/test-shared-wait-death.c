@@ -10,6 +10,8 @@
  *   past its cache): returns 0 with a lease once the child is killed,
  *   within 10 s (else the test reclaims to free it, and fails);
  * - asyncpool_wait_fd under epoll (10 s): readable once it is killed;
+ * - asyncpool_prep_wait with a linked timeout, as its man page says:
+ *   the acquire after a completion gets a buffer;
  * - a cached asyncpool_acquire_bulk and asyncpool_acquire_tokens after
  *   the death: the pop that refills the cache reclaims;
  * - asyncpool_reclaim right after an automatic reclaim (which is rate
@@ -36,6 +38,10 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#ifdef HAVE_LIBURING
+#include <liburing.h>
+#endif
 
 #include "hooks.h"
 #include "tap.h"
@@ -239,6 +245,63 @@ static void test_wait_fd(void)
 	victim_end(&v, "wait_fd");
 }
 
+#ifdef HAVE_LIBURING
+/*
+ * asyncpool_prep_wait armed as its man page says for a pool with
+ * attachments, with a linked timeout: after each completion (a wake, or
+ * -ECANCELED when the timeout fires) an acquire, which reclaims.  The
+ * holder dies once the first wait is armed; 200 rounds of 50 ms are
+ * the 10 s deadline.
+ */
+static void test_prep_wait(void)
+{
+	struct __kernel_timespec slice = { .tv_sec = 0, .tv_nsec = 50 * 1000000 };
+	struct io_uring_sqe probe;
+	struct asyncpool_lease l;
+	struct io_uring ring;
+	struct victim v;
+	int rc = -ENOBUFS, rounds;
+
+	if (io_uring_queue_init(4, &ring, 0)) {
+		skip(4, "no io_uring here");
+		return;
+	}
+	victim_start(&v, false);
+	if (asyncpool_prep_wait(v.pool, &probe) == -EOPNOTSUPP) {
+		skip(4, "the kernel has no IORING_OP_FUTEX_WAIT (Linux 6.7)");
+		victim_kill(&v);
+		(void)asyncpool_reclaim(v.pool);
+		asyncpool_shared_close(v.sp);
+		io_uring_queue_exit(&ring);
+		return;
+	}
+	for (rounds = 0; rounds < 200 && rc == -ENOBUFS; rounds++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+		struct io_uring_cqe *cqe;
+
+		if (asyncpool_prep_wait(v.pool, sqe))
+			bail_out("prep_wait");
+		sqe->flags |= IOSQE_IO_LINK;
+		io_uring_prep_link_timeout(io_uring_get_sqe(&ring), &slice, 0);
+		if (io_uring_submit(&ring) != 2)
+			bail_out("submit");
+		if (!rounds)
+			victim_kill(&v);
+		for (int k = 0; k < 2; k++) {
+			if (io_uring_wait_cqe(&ring, &cqe))
+				bail_out("wait_cqe");
+			io_uring_cqe_seen(&ring, cqe);
+		}
+		rc = asyncpool_acquire(v.pool, &l);
+	}
+	is_int(rc, 0, "prep_wait with a linked 50 ms timeout: a buffer once the holder is killed "
+	       "(%d rounds)", rounds);
+	asyncpool_lease_release(&l);
+	io_uring_queue_exit(&ring);
+	victim_end(&v, "prep_wait");
+}
+#endif
+
 /* The pop that refills a cache for a bulk acquire reclaims too. */
 static void test_bulk(bool tokens)
 {
@@ -276,10 +339,15 @@ int main(void)
 {
 	/* A wait that never ends is a failure, not a hang. */
 	alarm(120);
-	plan(32);
+	plan(36);
 	test_wait(false);
 	test_wait(true);
 	test_wait_fd();
+#ifdef HAVE_LIBURING
+	test_prep_wait();
+#else
+	skip(4, "built without liburing");
+#endif
 	test_bulk(false);
 	test_bulk(true);
 	test_explicit();
