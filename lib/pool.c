@@ -175,9 +175,7 @@ static __attribute__((noinline)) int acquire_slow(struct asyncpool *pool,
 	}
 	if (pool->cache_size)
 		return ap_cache_acquire_slow(pool, out);
-	rc = ap_fl_pop(&pool->fl, AP_K_LEASED, &idx, &gen);
-	if (AP_UNLIKELY(rc == -ENOBUFS) && ap_reclaim(pool) > 0)
-		rc = ap_fl_pop(&pool->fl, AP_K_LEASED, &idx, &gen);
+	rc = ap_pool_pop(pool, AP_K_LEASED, &idx, &gen);
 	if (AP_UNLIKELY(rc)) {
 		/* Other processes may hold buffers in their caches. */
 		if (rc == -ENOBUFS && pool->shared)

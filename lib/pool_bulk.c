@@ -28,15 +28,14 @@ static void leases_build(struct asyncpool *pool, struct asyncpool_lease *l, unsi
  * n buffers straight from the freelist into n records of stride bytes,
  * index at idx and generation at gen (a lease's fields, a token's
  * halves): one CAS per chain (a shared pool: one per AP_STEP_WORDS
- * buffers, what a step records).  An empty pool is reclaimed once
- * (reclaim.c).  How many records were filled: n, or fewer with *rc set,
- * and the caller gives those back.
+ * buffers, what a step records).  An empty pool is reclaimed
+ * (ap_pool_pop_chain).  How many records were filled: n, or fewer with
+ * *rc set, and the caller gives those back.
  */
 static unsigned int pop_records(struct asyncpool *pool, char *idx, char *gen, size_t stride,
 				unsigned int n, int *rc)
 {
 	unsigned int j = 0;
-	bool reclaimed = false;
 	uint32_t got;
 
 	*rc = 0;
@@ -45,13 +44,8 @@ static unsigned int pop_records(struct asyncpool *pool, char *idx, char *gen, si
 
 		if (pool->fl.shared && chunk > AP_STEP_WORDS)
 			chunk = AP_STEP_WORDS;
-		*rc = ap_fl_pop_chain(&pool->fl, idx + j * stride, gen + j * stride, stride, chunk,
-				      chunk, AP_K_LEASED, &got);
-		if (*rc == -ENOBUFS && !reclaimed) {
-			reclaimed = true;
-			if (ap_reclaim(pool) > 0)
-				continue;
-		}
+		*rc = ap_pool_pop_chain(pool, idx + j * stride, gen + j * stride, stride, chunk,
+					chunk, AP_K_LEASED, &got);
 		if (*rc)
 			break;
 		j += chunk;
@@ -116,9 +110,9 @@ static inline int cache_next(struct asyncpool *pool, struct ap_cache *c, uint32_
 		if (!cn) {
 			if (need > c->size || (pool->fl.shared && need > AP_STEP_WORDS))
 				return 0;
-			rc = ap_fl_pop_chain(&pool->fl, c->idx, NULL, sizeof(uint32_t), need,
-					     need + c->batch < c->size ? need + c->batch : c->size,
-					     AP_K_CACHED, &got);
+			rc = ap_pool_pop_chain(pool, c->idx, NULL, sizeof(uint32_t), need,
+					       need + c->batch < c->size ? need + c->batch : c->size,
+					       AP_K_CACHED, &got);
 			if (rc)
 				return rc;
 			cn = got;

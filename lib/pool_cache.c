@@ -252,12 +252,9 @@ static int cache_refill(struct ap_cache *c)
 {
 	struct asyncpool *pool = c->pool;
 	uint32_t got = 0;
-	int rc = ap_fl_pop_chain(&pool->fl, c->idx, NULL, sizeof(uint32_t), 1, c->batch,
-				 AP_K_CACHED, &got);
+	int rc = ap_pool_pop_chain(pool, c->idx, NULL, sizeof(uint32_t), 1, c->batch,
+				   AP_K_CACHED, &got);
 
-	if (AP_UNLIKELY(rc == -ENOBUFS) && ap_reclaim(pool) > 0)
-		rc = ap_fl_pop_chain(&pool->fl, c->idx, NULL, sizeof(uint32_t), 1, c->batch,
-				     AP_K_CACHED, &got);
 	ap_cache_set_n(c, rc ? 0 : got);
 	return rc;
 }
@@ -332,8 +329,8 @@ static int cache_acquire_once(struct asyncpool *pool, struct asyncpool_lease *ou
 
 	if (AP_UNLIKELY(!c || !ap_cache_enter(c))) {
 		/* No cache for this thread (out of memory), or a flusher
-		 * has it: the freelist. */
-		rc = ap_fl_pop(&pool->fl, AP_K_LEASED, &idx, &gen);
+		 * or a waiter of this process has it: the freelist. */
+		rc = ap_pool_pop(pool, AP_K_LEASED, &idx, &gen);
 		if (rc)
 			return rc;
 		ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);

@@ -43,6 +43,8 @@ struct asyncpool {
 	int                      lock_fd;       /* our own open file description, or -1 */
 	uint32_t                 slot;          /* our attachment, if lock_fd >= 0 */
 	uint32_t                 quarantine_ms;
+	_Atomic uint64_t         reclaim_after; /* no automatic reclaim before (coarse ns) */
+	_Atomic bool             reclaiming;    /* a thread of this handle is in ap_reclaim */
 };
 
 /* A lease on buffer idx of pool, generation gen, given back through fn. */
@@ -100,5 +102,41 @@ int  ap_attach_alive(const struct asyncpool *pool, uint32_t slot);
 
 /* reclaim.c */
 int  ap_reclaim(struct asyncpool *pool);
+/* The automatic reclaim: at most one per AP_RECLAIM_AUTO_MS per handle. */
+int  ap_reclaim_auto(struct asyncpool *pool);
+#define AP_RECLAIM_AUTO_MS 10u
+
+/*
+ * Every pop of a pool's freelist goes through ap_pool_pop() or
+ * ap_pool_pop_chain(): a pop that finds it empty reclaims what dead
+ * processes hold (reclaim.c) and pops once more if that brought buffers
+ * back.  A pool without attachments (local, or shared over raw memory:
+ * lock_fd < 0) pays one test, and only after -ENOBUFS.
+ */
+static inline bool ap_pool_reclaimed(struct asyncpool *pool, int rc)
+{
+	return AP_UNLIKELY(rc == -ENOBUFS) && pool->lock_fd >= 0 && ap_reclaim_auto(pool) > 0;
+}
+
+/* One buffer, marked kind (ap_fl_pop). */
+static inline int ap_pool_pop(struct asyncpool *pool, uint32_t kind, uint32_t *idx, uint32_t *gen)
+{
+	int rc = ap_fl_pop(&pool->fl, kind, idx, gen);
+
+	if (ap_pool_reclaimed(pool, rc))
+		rc = ap_fl_pop(&pool->fl, kind, idx, gen);
+	return rc;
+}
+
+/* A chain of min to max buffers, marked kind (ap_fl_pop_chain). */
+static inline int ap_pool_pop_chain(struct asyncpool *pool, void *out, void *gens, size_t stride,
+				    uint32_t min, uint32_t max, uint32_t kind, uint32_t *got)
+{
+	int rc = ap_fl_pop_chain(&pool->fl, out, gens, stride, min, max, kind, got);
+
+	if (ap_pool_reclaimed(pool, rc))
+		rc = ap_fl_pop_chain(&pool->fl, out, gens, stride, min, max, kind, got);
+	return rc;
+}
 
 #endif /* ASYNCPOOL_POOL_INTERNAL_H */
