@@ -180,6 +180,7 @@ struct bench_case {
 #define BENCH_CONTEND 64u       /* a pool too small, retries counted (bench_contend.c) */
 #define BENCH_SPINS 128u        /* BENCH_CONTEND: retry -ENOBUFS with sched_yield() */
 #define BENCH_WAITS 256u        /* BENCH_CONTEND: sleep in asyncpool_acquire_wait() */
+#define BENCH_SHUFFLED 512u     /* the freelist in a random order first (shuffle_freelist) */
 
 static volatile uint64_t sink;
 
@@ -288,6 +289,8 @@ static const struct bench_case cases[] = {
 	  "pool-cached-threads" },
 	{ "handoff", "one thread acquires, another releases, through a queue",
 	  body_handoff, 2, BENCH_PER_LEASE, "handoff-cached" },
+	{ "handoff-shuffled", "the same, on a freelist put in a random order first",
+	  body_handoff, 2, BENCH_PER_LEASE | BENCH_SHUFFLED, "handoff-shuffled-cached" },
 	{ "bulk32", "32 leases per call (time per buffer)", body_bulk, 1, 0, "bulk32-cached" },
 	{ "tokens32", "32 tokens per call, no leases (time per buffer)", body_tokens, 1, 0,
 	  "tokens32-cached" },
@@ -475,14 +478,35 @@ static uint32_t rng_below(uint32_t n)
 	return (uint32_t)(((rng_state >> 32) * (uint64_t)n) >> 32);
 }
 
-static void shuffle(uint32_t *v, uint32_t n)
+static void shuffle(uint64_t *v, uint32_t n)
 {
 	for (uint32_t i = n; i > 1; i--) {
-		uint32_t j = rng_below(i), t = v[i - 1];
+		uint32_t j = rng_below(i);
+		uint64_t t = v[i - 1];
 
 		v[i - 1] = v[j];
 		v[j] = t;
 	}
+}
+
+/*
+ * Put the freelist of pool in a random order: acquire up to max buffers
+ * (kept as tokens, which carry each lease's generation), release them
+ * shuffled, and give the calling thread's cache back too.  How many it
+ * moved.  Real pools end up in such an order after a while.
+ */
+static uint32_t shuffle_freelist(struct asyncpool *pool, uint64_t *tokens, uint32_t max)
+{
+	struct asyncpool_lease l;
+	uint32_t n = 0;
+
+	while (n < max && asyncpool_acquire(pool, &l) == 0)
+		tokens[n++] = asyncpool_lease_token(&l);
+	shuffle(tokens, n);
+	for (uint32_t i = 0; i < n; i++)
+		(void)asyncpool_release_token(pool, tokens[i]);
+	(void)asyncpool_cache_flush(pool);
+	return n;
 }
 
 #define SWEEP_WINDOW 256u
@@ -492,7 +516,7 @@ static void sweep_steady(struct asyncpool *pool, uint32_t win, unsigned long ops
 			 unsigned reps, double *steady)
 {
 	struct asyncpool_lease w[SWEEP_WINDOW];
-	uint32_t perm[8][SWEEP_WINDOW];
+	uint64_t perm[8][SWEEP_WINDOW];
 	unsigned long rounds = ops / win;
 
 	for (unsigned k = 0; k < 8; k++) {
@@ -504,7 +528,7 @@ static void sweep_steady(struct asyncpool *pool, uint32_t win, unsigned long ops
 		uint64_t t0 = tool_now_ns();
 
 		for (unsigned long r = 0; r < rounds; r++) {
-			const uint32_t *pm = perm[r & 7];
+			const uint64_t *pm = perm[r & 7];
 
 			for (uint32_t i = 0; i < win; i++)
 				asyncpool_acquire(pool, &w[i]);
@@ -527,50 +551,31 @@ static int sweep_one(uint32_t count, uint32_t cache, unsigned long ops, unsigned
 {
 	struct asyncpool_proactor *p;
 	struct asyncpool *pool;
-	struct asyncpool_lease tmpl;
-	uint32_t *idx, win = count < SWEEP_WINDOW ? count : SWEEP_WINDOW;
-	uint64_t t0;
+	struct asyncpool_lease l;
+	uint32_t got = 0, win = count < SWEEP_WINDOW ? count : SWEEP_WINDOW;
+	uint64_t t0, *tok;
 	int rc = tool_memory_pool(&p, &pool, 64, count, 0, false);
 
 	if (rc)
 		return rc;
-	idx = malloc(sizeof(uint32_t) * count);
-	if (!idx) {
+	tok = malloc(sizeof(uint64_t) * count);
+	if (!tok) {
 		tool_memory_pool_free(p, pool);
 		return -ENOMEM;
 	}
-	for (uint32_t i = 0; i < count; i++) {
-		rc = asyncpool_acquire(pool, &tmpl);
-		if (rc)
-			break;
-		idx[i] = tmpl.buffer_index;
-	}
-	if (rc) {
-		free(idx);
-		return rc;      /* leases out: the pool cannot be destroyed */
-	}
-	shuffle(idx, count);
-	/* A lease is a value: the template with another index is that lease. */
-	for (uint32_t i = 0; i < count; i++) {
-		struct asyncpool_lease l = tmpl;
-
-		l.buffer_index = idx[i];
-		asyncpool_lease_release(&l);
+	if (shuffle_freelist(pool, tok, count) != count) {
+		free(tok);
+		tool_memory_pool_free(p, pool);
+		return -ENOBUFS;        /* a fresh pool has every buffer free */
 	}
 	/* cold: one pass over the shuffled list; it stays in random order */
 	t0 = tool_now_ns();
-	for (uint32_t i = 0; i < count && !rc; i++) {
-		rc = asyncpool_acquire(pool, &tmpl);
-		idx[i] = tmpl.buffer_index;
-	}
-	for (uint32_t i = 0; i < count && !rc; i++) {
-		struct asyncpool_lease l = tmpl;
-
-		l.buffer_index = idx[i];
-		asyncpool_lease_release(&l);
-	}
+	while (got < count && (rc = asyncpool_acquire(pool, &l)) == 0)
+		tok[got++] = asyncpool_lease_token(&l);
+	for (uint32_t i = 0; i < got; i++)
+		(void)asyncpool_release_token(pool, tok[i]);
 	*cold = (double)(tool_now_ns() - t0) / count;
-	free(idx);
+	free(tok);
 	if (!rc) {
 		sweep_steady(pool, win, ops, reps, steady);
 		rc = asyncpool_set_cache(pool, cache);
@@ -705,6 +710,16 @@ static size_t run_cases(struct run *r, struct asyncpool *const pools[2], uint32_
 		r->c = c;
 		r->pool = (c->flags & BENCH_NO_POOL) ? NULL : pools[cached];
 		r->threads = c->threads ? c->threads : threads;
+		if (c->flags & BENCH_SHUFFLED) {
+			uint64_t *tok = malloc(sizeof(uint64_t) * buffers);
+
+			if (!tok) {
+				fprintf(stderr, "asyncpool bench: %s: %s\n", c->name, strerror(ENOMEM));
+				continue;
+			}
+			(void)shuffle_freelist(r->pool, tok, buffers);
+			free(tok);
+		}
 		measure(r, reps, &res[n++]);
 	}
 	return n;
@@ -766,6 +781,18 @@ int cmd_bench(int argc, char **argv)
 	}
 
 	n = run_cases(&r, pools, buffers, threads, reps, res, &failed);
+	/* Every case gives back all it took: a buffer missing is a bug. */
+	for (int i = 0; i < 2; i++) {
+		uint32_t back;
+
+		(void)asyncpool_cache_flush(pools[i]);
+		back = asyncpool_available(pools[i]);
+		if (back != buffers) {
+			fprintf(stderr, "asyncpool bench: FAILED: %u of %u buffers of the %s pool came back\n",
+				back, buffers, i ? "cached" : "uncached");
+			failed = true;
+		}
+	}
 	if (json)
 		print_json(res, n, reps, ops);
 	else
