@@ -163,6 +163,16 @@ AP_EXPORT int asyncpool_destroy(struct asyncpool *pool)
 	return 0;
 }
 
+int ap_pool_pop_chain(struct asyncpool *pool, void *out, void *gens, size_t stride,
+		      uint32_t min, uint32_t max, uint32_t kind, uint32_t *got)
+{
+	int rc = ap_fl_pop_chain(&pool->fl, out, gens, stride, min, max, kind, got);
+
+	if (ap_pool_reclaimed(pool, rc))
+		rc = ap_fl_pop_chain(&pool->fl, out, gens, stride, min, max, kind, got);
+	return rc;
+}
+
 static __attribute__((noinline)) int acquire_slow(struct asyncpool *pool,
 						   struct asyncpool_lease *out)
 {
