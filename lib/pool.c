@@ -163,12 +163,19 @@ AP_EXPORT int asyncpool_destroy(struct asyncpool *pool)
 	return 0;
 }
 
+int ap_pool_refund(struct asyncpool *pool)
+{
+	if (pool->depot)
+		return ap_depot_drain(pool);
+	return ap_reclaim_auto(pool);
+}
+
 int ap_pool_pop_chain(struct asyncpool *pool, void *out, void *gens, size_t stride,
 		      uint32_t min, uint32_t max, uint32_t kind, uint32_t *got)
 {
 	int rc = ap_fl_pop_chain(&pool->fl, out, gens, stride, min, max, kind, got);
 
-	if (ap_pool_reclaimed(pool, rc))
+	if (ap_pool_refunded(pool, rc))
 		rc = ap_fl_pop_chain(&pool->fl, out, gens, stride, min, max, kind, got);
 	return rc;
 }

@@ -100,6 +100,22 @@ static int bulk_begin(struct asyncpool *pool, const void *out, unsigned int n,
  * and a refill's worth more; 0 when need is more than a refill may hold
  * (the caller pops the rest straight from the freelist), or -errno.
  */
+/*
+ * Fill the empty cache c for a bulk acquire that lacks need: a local
+ * pool's depot batch first, as it is; else what is missing and a
+ * refill's worth more from the freelist, one CAS.  Out of line: once a
+ * refill, and inlined it kept cache_next() from inlining.
+ */
+static __attribute__((noinline)) int cache_next_refill(struct asyncpool *pool, struct ap_cache *c,
+							uint32_t need, uint32_t *got)
+{
+	if (pool->depot && (*got = ap_depot_take(pool, c)) != 0)
+		return 0;
+	return ap_pool_pop_chain(pool, c->idx, NULL, sizeof(uint32_t), need,
+				 need + c->batch < c->size ? need + c->batch : c->size,
+				 AP_K_CACHED, got);
+}
+
 static inline int cache_next(struct asyncpool *pool, struct ap_cache *c, uint32_t need,
 			     uint32_t *idx, uint32_t *gen)
 {
@@ -110,9 +126,7 @@ static inline int cache_next(struct asyncpool *pool, struct ap_cache *c, uint32_
 		if (!cn) {
 			if (need > c->size || (pool->fl.shared && need > AP_STEP_WORDS))
 				return 0;
-			rc = ap_pool_pop_chain(pool, c->idx, NULL, sizeof(uint32_t), need,
-					       need + c->batch < c->size ? need + c->batch : c->size,
-					       AP_K_CACHED, &got);
+			rc = cache_next_refill(pool, c, need, &got);
 			if (rc)
 				return rc;
 			cn = got;

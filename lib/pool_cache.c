@@ -46,15 +46,14 @@ static pthread_key_t ap_tc_key;
 static bool ap_tc_key_ok;
 
 /*
- * Give the top k buffers of a cache back to the freelist as one chain.
- * A buffer whose state is no longer cached (a copy of it went into
- * another cache too) is dropped and counted, never linked in twice.
+ * Make k cached buffers (of a cache or of a depot slot) free, not yet
+ * linked, keeping them at the front of v: how many.  A buffer whose
+ * state is no longer cached (a copy of it went into another cache too)
+ * is dropped and counted, never linked in twice.
  */
-static int cache_flush_top(struct ap_cache *c, uint32_t k)
+uint32_t ap_cache_uncache(struct asyncpool *pool, uint32_t *v, uint32_t k)
 {
-	struct asyncpool *pool = c->pool;
-	uint32_t n = ap_cache_n(c), from = n - k, kept = 0, dropped = 0;
-	uint32_t *v = &c->idx[from];
+	uint32_t kept = 0, dropped = 0;
 
 	for (uint32_t j = 0; j < k; j++) {
 		if (AP_LIKELY(ap_state_uncache(&pool->fl.state[v[j]], pool->fl.me)))
@@ -65,8 +64,18 @@ static int cache_flush_top(struct ap_cache *c, uint32_t k)
 	}
 	if (AP_UNLIKELY(dropped))
 		ap_fl_count_corruption(&pool->fl, dropped);
+	return kept;
+}
+
+/* Give the top k buffers of a cache back to the freelist as one chain. */
+static int cache_flush_top(struct ap_cache *c, uint32_t k)
+{
+	struct asyncpool *pool = c->pool;
+	uint32_t from = ap_cache_n(c) - k;
+	uint32_t kept = ap_cache_uncache(pool, &c->idx[from], k);
+
 	ap_cache_set_n(c, from);
-	return ap_fl_push_chain(&pool->fl, v, kept);
+	return ap_fl_push_chain(&pool->fl, &c->idx[from], kept);
 }
 
 /* Give all of a cache back to its pool's freelist. */
@@ -132,6 +141,8 @@ static void atfork_child(void)
 {
 	for (struct asyncpool *p = ap_cached_pools; p; p = p->cached_next) {
 		struct ap_cache *c = p->caches, *nx;
+
+		ap_depot_forget_busy(p);
 
 		for (; c; c = nx) {
 			nx = c->reg_next;
@@ -244,6 +255,9 @@ __attribute__((noinline)) void ap_cache_flush_batch(struct ap_cache *c)
 {
 	uint32_t n = ap_cache_n(c);
 
+	/* A local pool's depot first: the next refill takes it as it is. */
+	if (c->pool->depot && ap_depot_put(c->pool, c))
+		return;
 	(void)cache_flush_top(c, c->batch < n ? c->batch : n);
 }
 
@@ -252,9 +266,12 @@ static int cache_refill(struct ap_cache *c)
 {
 	struct asyncpool *pool = c->pool;
 	uint32_t got = 0;
-	int rc = ap_pool_pop_chain(pool, c->idx, NULL, sizeof(uint32_t), 1, c->batch,
-				   AP_K_CACHED, &got);
+	int rc;
 
+	if (pool->depot && ap_depot_take(pool, c))
+		return 0;
+	rc = ap_pool_pop_chain(pool, c->idx, NULL, sizeof(uint32_t), 1, c->batch, AP_K_CACHED,
+			       &got);
 	ap_cache_set_n(c, rc ? 0 : got);
 	return rc;
 }
@@ -391,6 +408,7 @@ int ap_cache_destroy(struct asyncpool *pool)
 	pthread_mutex_lock(&ap_cache_lock);
 	for (c = pool->caches; c; c = c->reg_next)
 		cached += ap_cache_n(c);
+	cached += ap_depot_count(pool);
 	/* A shared pool's leases may be out in other processes: the handle
 	 * closes regardless.  A local pool must have them all back. */
 	if (!pool->shared && ap_fl_count(&pool->fl) + cached != pool->fl.count) {
@@ -401,6 +419,7 @@ int ap_cache_destroy(struct asyncpool *pool)
 		cache_drain(c);
 		cache_detach(c);
 	}
+	ap_depot_free(pool);
 	if (pool->cached_pprev) {
 		*pool->cached_pprev = pool->cached_next;
 		if (pool->cached_next)
@@ -419,6 +438,7 @@ uint32_t ap_cache_count(const struct asyncpool *pool)
 	for (const struct ap_cache *c = pool->caches; c; c = c->reg_next)
 		n += ap_cache_n(c);
 	pthread_mutex_unlock(&ap_cache_lock);
+	n += ap_depot_count(pool);
 	return n > pool->fl.count ? pool->fl.count : (uint32_t)n;
 }
 
@@ -437,6 +457,11 @@ int ap_pool_cache_init(struct asyncpool *pool, uint32_t cache_size)
 	pthread_once(&ap_tc_once, tc_init_once);
 	if (!ap_tc_key_ok)
 		return -ENOMEM;
+	if (!pool->shared) {
+		pool->cache_batch = (cache_size + 1) / 2;
+		if (ap_depot_init(pool))
+			return -ENOMEM;
+	}
 	pthread_mutex_lock(&ap_cache_lock);
 	pool->cache_batch = (cache_size + 1) / 2;
 	pool->cache_size = cache_size;
@@ -545,12 +570,17 @@ int ap_cache_flush_others(struct asyncpool *pool, bool force)
 	pthread_mutex_lock(&ap_cache_lock);
 	for (struct ap_cache *c = pool->caches; c && !any; c = c->reg_next)
 		any = ap_cache_n(c) != 0;
-	if (any) {
+	if (!any) {
+		/* Empty caches put nothing into the depot. */
+		moved = (uint64_t)ap_depot_drain(pool);
+	} else {
 		if (bypass_all(pool)) {
 			for (struct ap_cache *c = pool->caches; c; c = c->reg_next) {
 				moved += ap_cache_n(c);
 				cache_drain(c);
 			}
+			/* No cache puts into the depot while bypassed. */
+			moved += (uint64_t)ap_depot_drain(pool);
 			bypass_end(pool);
 		} else {
 			rc = -EOPNOTSUPP;
@@ -572,6 +602,9 @@ void ap_cache_wait_begin(struct asyncpool *pool)
 		for (struct ap_cache *c = pool->caches; c; c = c->reg_next)
 			cache_drain(c);
 	pthread_mutex_unlock(&ap_cache_lock);
+	/* After the bypass no cache puts into the depot until the last
+	 * waiter leaves: what it holds goes where the waiter looks. */
+	(void)ap_depot_drain(pool);
 }
 
 void ap_cache_wait_end(struct asyncpool *pool)

@@ -6,8 +6,9 @@
  * one pool handle.  Acquire pops from it with plain loads and stores;
  * release claims the buffer's state by a CAS on a line no other thread
  * writes, then pushes it; only a refill (the cache is empty) or a flush
- * (it is full) touches the shared head, moving cache_batch buffers with
- * one CAS.  A cached buffer's state is CACHED (buffer_state.h):
+ * (it is full) leaves the thread, moving cache_batch buffers with one
+ * CAS: through a local pool's depot (pool_depot.c) as an array, else
+ * through the freelist's head as a chain.  A cached buffer's state is CACHED (buffer_state.h):
  * a release of it is refused like a release of a free buffer, and a
  * cache hands out only buffers whose state says cached.
  *
@@ -119,8 +120,23 @@ static inline bool ap_cache_take(struct asyncpool *pool, struct asyncpool_lease 
 	return false;
 }
 
-/* pool_cache.c, for the bulk operations */
+/* pool_cache.c, for the bulk operations and the depot */
 struct ap_cache *ap_cache_of(struct asyncpool *pool);
 void ap_cache_flush_batch(struct ap_cache *c);
+uint32_t ap_cache_uncache(struct asyncpool *pool, uint32_t *v, uint32_t k);
+
+/*
+ * pool_depot.c: a local pool's depot of full batches, between its
+ * caches and its freelist.  put and take move one batch of the calling
+ * thread's cache c (entered); drain gives every full slot back to the
+ * freelist (how many buffers); count is what the slots hold.
+ */
+int ap_depot_init(struct asyncpool *pool);
+void ap_depot_free(struct asyncpool *pool);
+bool ap_depot_put(struct asyncpool *pool, struct ap_cache *c);
+uint32_t ap_depot_take(struct asyncpool *pool, struct ap_cache *c);
+int ap_depot_drain(struct asyncpool *pool);
+uint32_t ap_depot_count(const struct asyncpool *pool);
+void ap_depot_forget_busy(struct asyncpool *pool);
 
 #endif /* ASYNCPOOL_POOL_CACHE_H */

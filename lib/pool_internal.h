@@ -5,6 +5,7 @@
  *   pool.c          create, acquire, release, destroy: cache or freelist
  *   pool_options.c  asyncpool_create_opts()
  *   pool_cache.c    per-thread caches
+ *   pool_depot.c    a local pool's depot of batches between its caches
  *   pool_bulk.c     bulk acquire and release
  *   pool_shared.c   shared pools: create, open, release by index, adopt
  *   pool_audit.c    asyncpool_check()
@@ -45,6 +46,7 @@ struct asyncpool {
 	uint32_t                 quarantine_ms;
 	_Atomic uint64_t         reclaim_after; /* no automatic reclaim before (coarse ns) */
 	_Atomic bool             reclaiming;    /* a thread of this handle is in ap_reclaim */
+	struct ap_depot         *depot;         /* a local pool's, with caches (pool_depot.c) */
 };
 
 /* A lease on buffer idx of pool, generation gen, given back through fn. */
@@ -108,14 +110,18 @@ int  ap_reclaim_auto(struct asyncpool *pool);
 
 /*
  * Every pop of a pool's freelist goes through ap_pool_pop() or
- * ap_pool_pop_chain(): a pop that finds it empty reclaims what dead
- * processes hold (reclaim.c) and pops once more if that brought buffers
- * back.  A pool without attachments (local, or shared over raw memory:
- * lock_fd < 0) pays one test, and only after -ENOBUFS.
+ * ap_pool_pop_chain(): a pop that finds it empty gives the freelist
+ * what the pool holds elsewhere (ap_pool_refund: a local pool's depot,
+ * pool_depot.c; what dead processes held, reclaim.c) and pops once more
+ * if that brought buffers back.  A pool with neither (uncached local,
+ * or shared over raw memory) pays one test, and only after -ENOBUFS.
  */
-static inline bool ap_pool_reclaimed(struct asyncpool *pool, int rc)
+int ap_pool_refund(struct asyncpool *pool);
+
+static inline bool ap_pool_refunded(struct asyncpool *pool, int rc)
 {
-	return AP_UNLIKELY(rc == -ENOBUFS) && pool->lock_fd >= 0 && ap_reclaim_auto(pool) > 0;
+	return AP_UNLIKELY(rc == -ENOBUFS) && (pool->depot || pool->lock_fd >= 0) &&
+	       ap_pool_refund(pool) > 0;
 }
 
 /* One buffer, marked kind (ap_fl_pop). */
@@ -123,7 +129,7 @@ static inline int ap_pool_pop(struct asyncpool *pool, uint32_t kind, uint32_t *i
 {
 	int rc = ap_fl_pop(&pool->fl, kind, idx, gen);
 
-	if (ap_pool_reclaimed(pool, rc))
+	if (ap_pool_refunded(pool, rc))
 		rc = ap_fl_pop(&pool->fl, kind, idx, gen);
 	return rc;
 }
