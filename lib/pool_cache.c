@@ -276,16 +276,20 @@ static int cache_refill(struct ap_cache *c)
 	return rc;
 }
 
-/* Release into the calling thread's cache; c belongs to pool. */
-static void cache_put(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, uint32_t gen)
+/*
+ * Release into the calling thread's cache; c belongs to pool.  0, or
+ * -EALREADY for a buffer no lease of generation gen holds (refused and
+ * counted), -EINVAL for an index out of range.
+ */
+static int cache_put(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, uint32_t gen)
 {
 	uint32_t n;
 
 	if (AP_UNLIKELY(idx >= pool->fl.count))
-		return;
+		return -EINVAL;
 	if (AP_UNLIKELY(!ap_state_leased_to_cached(&pool->fl.state[idx], gen, pool->fl.me))) {
 		ap_fl_count_bad_release(&pool->fl, 1);
-		return;
+		return -EALREADY;
 	}
 	n = c->n;
 	if (AP_UNLIKELY(n == c->size)) {
@@ -294,22 +298,28 @@ static void cache_put(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, 
 	}
 	c->idx[n] = idx;
 	ap_cache_set_n(c, n + 1);
+	return 0;
 }
 
-static __attribute__((noinline)) void cache_recycle_slow(struct asyncpool *pool, uint32_t idx,
-							uint32_t gen)
+/*
+ * A release of a pool with caches, into the calling thread's cache:
+ * the slow path of the leases' callback, and asyncpool_release_token().
+ * 0, or as cache_put() and ap_fl_release().
+ */
+__attribute__((noinline)) int ap_cache_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 {
 	struct ap_cache *c = ap_cache_of(pool);
+	int rc;
 
 	if (!c || !ap_cache_enter(c)) {
 		/* No cache for this thread (out of memory), or a flusher
 		 * has it: the freelist. */
-		(void)ap_fl_release(&pool->fl, idx, gen);
-		return;
+		return ap_fl_release(&pool->fl, idx, gen);
 	}
-	cache_put(pool, c, idx, gen);
+	rc = cache_put(pool, c, idx, gen);
 	ap_cache_leave(c);
 	ap_cache_honour_flush(pool);
+	return rc;
 }
 
 /*
@@ -334,7 +344,7 @@ void ap_cache_recycle(void *ctx, uint64_t token)
 		}
 		ap_cache_leave(c);
 	}
-	cache_recycle_slow(pool, idx, gen);
+	(void)ap_cache_release(pool, idx, gen);
 }
 
 /* One try: the calling thread's cache, refilled from the freelist. */

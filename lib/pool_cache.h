@@ -124,6 +124,7 @@ static inline bool ap_cache_take(struct asyncpool *pool, struct asyncpool_lease 
 struct ap_cache *ap_cache_of(struct asyncpool *pool);
 void ap_cache_flush_batch(struct ap_cache *c);
 uint32_t ap_cache_uncache(struct asyncpool *pool, uint32_t *v, uint32_t k);
+int ap_cache_release(struct asyncpool *pool, uint32_t idx, uint32_t gen);
 
 /*
  * pool_depot.c: a local pool's depot of full batches, between its

@@ -5,6 +5,7 @@
  * validates the header before touching the rest.  Hand-off by index.
  */
 #include "pool_internal.h"
+#include "pool_cache.h"
 #include "pool_check.h"
 
 #include <stdlib.h>
@@ -152,7 +153,11 @@ AP_EXPORT int asyncpool_release_token(struct asyncpool *pool, uint64_t token)
 
 	if (!ap_token_ok(pool, token))
 		return -EINVAL;
-	rc = ap_fl_release(&pool->fl, AP_TOKEN_INDEX(token), AP_TOKEN_GEN(token));
+	/* Into the calling thread's cache, as a lease's release goes. */
+	if (pool->cache_size)
+		rc = ap_cache_release(pool, AP_TOKEN_INDEX(token), AP_TOKEN_GEN(token));
+	else
+		rc = ap_fl_release(&pool->fl, AP_TOKEN_INDEX(token), AP_TOKEN_GEN(token));
 	return rc == -EALREADY ? -ESTALE : rc;
 }
 
