@@ -467,13 +467,10 @@ int ap_pool_cache_init(struct asyncpool *pool, uint32_t cache_size)
 	pthread_once(&ap_tc_once, tc_init_once);
 	if (!ap_tc_key_ok)
 		return -ENOMEM;
-	if (!pool->shared) {
-		pool->cache_batch = (cache_size + 1) / 2;
-		if (ap_depot_init(pool))
-			return -ENOMEM;
-	}
+	pool->cache_batch = (cache_size + 1) / 2;      /* the depot's slots hold one */
+	if (!pool->shared && ap_depot_init(pool))
+		return -ENOMEM;
 	pthread_mutex_lock(&ap_cache_lock);
-	pool->cache_batch = (cache_size + 1) / 2;
 	pool->cache_size = cache_size;
 	pool->release_fn = ap_cache_recycle;
 	pool->cached_next = ap_cached_pools;

@@ -173,7 +173,8 @@ AP_EXPORT int asyncpool_prep_wait(struct asyncpool *pool, struct io_uring_sqe *s
  * freelist wakes it (one futex wake system call per release while a
  * wait fd exists).  On a pool with attachments it also wakes every
  * slice and, while the pool is empty, reclaims what dead holders left
- * (as asyncpool_acquire_wait does): their buffers make the fd readable.
+ * (as asyncpool_acquire_wait does, through the pop's ap_pool_refund):
+ * their buffers make the fd readable.
  */
 struct ap_wait_fd {
 	int fd;
@@ -199,7 +200,7 @@ static void *waker_main(void *arg)
 			break;
 		empty = AP_HEAD_INDEX(atomic_load_explicit(&line->head, memory_order_acquire)) ==
 			AP_FL_END;
-		if (empty && pool->lock_fd >= 0 && ap_reclaim_auto(pool) > 0)
+		if (empty && ap_pool_refunded(pool, -ENOBUFS))
 			empty = false;
 		if (!empty)
 			(void)eventfd_write(w->fd, 1);
