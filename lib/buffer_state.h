@@ -34,6 +34,24 @@
  *   saw: a reclaim that claimed the buffer (its popper looked dead, or
  *   the last pusher was) changed that word, and then the pop lets go of
  *   it and pops again.
+ *
+ * A CACHED word already holds the generation of the next lease of its
+ * buffer: a release into a cache moves the word to the generation after
+ * the lease's, and a refill's take to the one after the word's.  So a
+ * cache's entry keeps that generation, and handing the buffer out needs
+ * no new one.
+ *
+ * Lent, not leased: in a local pool with caches (fl->lazy), a cache
+ * hands a buffer out with no store at all; the word stays CACHED g and
+ * the lease is of generation g.  So the word is written only by the
+ * thread that releases the buffer, and a buffer handed from one thread
+ * to another does not move its line back and forth between their cores
+ * (HACKING.md, "Lent, not leased").  A release of generation g accepts
+ * a CACHED g word, holder 0, as it accepts LEASED g; a stale copy (an
+ * older generation) is refused as ever.  A CACHED word alone no longer
+ * tells a cached buffer from a lent one: what must know by index alone
+ * asks the caches (ap_cache_lease_gen()).  Shared pools keep the store:
+ * another process cannot ask our caches.
  */
 #ifndef ASYNCPOOL_BUFFER_STATE_H
 #define ASYNCPOOL_BUFFER_STATE_H
@@ -45,6 +63,8 @@
 #include "pool_layout.h"
 
 typedef _Atomic uint64_t ap_word;
+
+#define AP_LIKELY_CAS(x) __builtin_expect(!!(x), 1)
 
 static inline uint64_t ap_state_load(const ap_word *s)
 {
@@ -72,27 +92,81 @@ static inline bool ap_state_take(ap_word *s, uint64_t seen, uint32_t kind, uint3
 	return true;
 }
 
-/* A lease of generation gen (0: any) still holds buffer s. */
-static inline bool ap_state_leased_as(uint64_t w, uint32_t gen)
+/*
+ * What a lent buffer's word holds above its generation, kind and holder
+ * 0 (AP_LENT), and what stands for it in a pool that does not lend:
+ * holder bits that ap_state_lease_gen() masks out, so no word matches.
+ */
+#define AP_LENT    ((uint32_t)AP_K_CACHED << 30)
+#define AP_NO_LENT ((uint32_t)AP_HOLDER_MASK << 23)
+
+/*
+ * The generation of the lease that word w stands for, if a release or
+ * adoption of generation gen (0: any) may take it: LEASED, or lent
+ * (lent is AP_LENT in a pool that lends, else AP_NO_LENT), at gen.  0 if
+ * none.  A lent word with gen 0 may be in a cache or lent: 0 here, and
+ * the callers by index ask the caches.  Branch-free in lent, so that
+ * the release loops inline one copy of it.
+ */
+static inline uint32_t ap_state_lease_gen(uint64_t w, uint32_t gen, uint32_t lent)
 {
-	return AP_W_KIND(w) == AP_K_LEASED && (!gen || AP_W_GEN(w) == gen);
+	/* Kind and generation, the holder masked out. */
+	uint32_t kg = (uint32_t)(w >> 32) & ~((uint32_t)AP_HOLDER_MASK << 23);
+
+	if (__builtin_expect(gen != 0, 1))
+		return kg == (((uint32_t)AP_K_LEASED << 30) | gen) || kg == (lent | gen) ? gen : 0;
+	return AP_W_KIND(w) == AP_K_LEASED ? AP_W_GEN(w) : 0;
 }
 
 /*
- * LEASED (generation gen, or any for 0) -> FREE, holder me, not yet
- * linked: only one release of a lease wins.  *was gets the word it had,
- * for ap_state_unclaim().
+ * LEASED (generation gen, or any for 0), or lent -> FREE, holder me,
+ * not yet linked, at the lease's generation: only one release of a
+ * lease wins.  The kind the word had (AP_K_CACHED: it was lent), or 0
+ * if refused; *was gets the word, for ap_state_unclaim().
  */
-static inline bool ap_state_claim_leased(ap_word *s, uint32_t gen, uint32_t me, uint64_t *was)
+static inline uint32_t ap_state_claim_leased_was(ap_word *s, uint32_t gen, uint32_t me,
+						 uint32_t lent, uint64_t *was)
 {
 	uint64_t w = ap_state_load(s);
+	uint32_t g;
 
 	do {
-		if (!ap_state_leased_as(w, gen))
-			return false;
+		if (!(g = ap_state_lease_gen(w, gen, lent)))
+			return 0;
 		*was = w;
-	} while (!ap_state_cas(s, &w, AP_W_MAKE(AP_K_FREE, me, AP_W_GEN(w), AP_FL_END)));
-	return true;
+	} while (!ap_state_cas(s, &w, AP_W_MAKE(AP_K_FREE, me, g, AP_FL_END)));
+	return AP_W_KIND(*was);
+}
+
+/* A claim's CAS lost to another change of the word: out of line. */
+static __attribute__((noinline, unused)) uint32_t
+ap_state_claim_again(ap_word *s, uint32_t gen, uint32_t me, uint32_t lent)
+{
+	uint64_t was;
+
+	return ap_state_claim_leased_was(s, gen, me, lent, &was);
+}
+
+/*
+ * The same for the bulk release, which needs no *was: one try inline,
+ * the rest out of line.  With the loop inline the bulk release kept its
+ * values on the stack and each CAS waited on their reloads.  The kind
+ * comes from the word loaded before the CAS (the same, if it succeeds):
+ * a use of the CAS's own result made the next release wait for it.  me
+ * is 64 bits wide: the release loops spill it, and a 64-bit reload of
+ * a 32-bit spill cannot be forwarded from the store (a stall before
+ * every CAS, measured: bulk release a third slower).
+ */
+static inline uint32_t ap_state_claim_leased(ap_word *s, uint32_t gen, uint64_t me, uint32_t lent)
+{
+	uint64_t w = ap_state_load(s);
+	uint32_t g = ap_state_lease_gen(w, gen, lent), kind = AP_W_KIND(w);
+
+	if (!g)
+		return 0;
+	if (AP_LIKELY_CAS(ap_state_cas(s, &w, AP_W_MAKE(AP_K_FREE, me, g, AP_FL_END))))
+		return kind;
+	return ap_state_claim_again(s, gen, me, lent);
 }
 
 /* Undo a claim whose push failed, so that a later release can succeed. */
@@ -108,64 +182,89 @@ static inline void ap_state_set_link(ap_word *s, uint32_t link)
 }
 
 /*
- * LEASED (generation gen, or any) -> CACHED by me, into the releasing
- * thread's own cache: a CAS, as for the freelist, so that of two
- * releases of copies of a lease racing into two caches exactly one wins
- * (and a dead holder's reclaim cannot claim it at the same time).
+ * LEASED (generation gen, or any), or lent -> CACHED by me at the
+ * generation after the lease's (above), into the releasing thread's
+ * own cache: a CAS, as for the freelist, so that of two releases of
+ * copies of a lease racing into two caches exactly one wins (and a dead
+ * holder's reclaim cannot claim it at the same time).  The kind the
+ * word had (AP_K_CACHED: it was lent), or 0 if refused.  Inline and out
+ * of line as ap_state_claim_leased(), for the same reasons.
  */
-static inline bool ap_state_leased_to_cached(ap_word *s, uint32_t gen, uint32_t me)
-{
-	uint64_t w = ap_state_load(s);
-
-	do {
-		if (!ap_state_leased_as(w, gen))
-			return false;
-	} while (!ap_state_cas(s, &w, AP_W_MAKE(AP_K_CACHED, me, AP_W_GEN(w), AP_W_LINK(w))));
-	return true;
-}
-
-/* CACHED by me -> LEASED, a new generation (0: not mine, not cached). */
-static inline uint32_t ap_state_cached_to_leased(ap_word *s, uint32_t me)
+static __attribute__((noinline, unused)) uint32_t
+ap_state_cache_again(ap_word *s, uint32_t gen, uint32_t me, uint32_t lent)
 {
 	uint64_t w = ap_state_load(s);
 	uint32_t g;
 
-	if ((uint32_t)(w >> 55) != ((AP_K_CACHED << 7) | me))
-		return 0;
-	g = ap_gen_next(AP_W_GEN(w));
-	atomic_store_explicit(s, AP_W_MAKE(AP_K_LEASED, me, g, AP_W_LINK(w)),
-			      memory_order_relaxed);
-	return g;
+	do {
+		if (!(g = ap_state_lease_gen(w, gen, lent)))
+			return 0;
+	} while (!ap_state_cas(s, &w, AP_W_MAKE(AP_K_CACHED, me, ap_gen_next(g), AP_W_LINK(w))));
+	return AP_W_KIND(w);
 }
 
-/* CACHED by me -> FREE by me, not yet linked: a flush, before the push. */
-static inline bool ap_state_uncache(ap_word *s, uint32_t me)
+static inline uint32_t ap_state_leased_to_cached(ap_word *s, uint32_t gen, uint64_t me,
+						 uint32_t lent)
+{
+	uint64_t w = ap_state_load(s);
+	uint32_t g = ap_state_lease_gen(w, gen, lent), kind = AP_W_KIND(w);
+
+	if (!g)
+		return 0;
+	if (AP_LIKELY_CAS(ap_state_cas(s, &w, AP_W_MAKE(AP_K_CACHED, me, ap_gen_next(g),
+							 AP_W_LINK(w)))))
+		return kind;
+	return ap_state_cache_again(s, gen, me, lent);
+}
+
+/*
+ * CACHED by me at generation gen (a cache entry's) -> LEASED at it: the
+ * lease's generation, or 0 if not mine, not cached, or not at gen.
+ */
+static inline uint32_t ap_state_cached_to_leased(ap_word *s, uint32_t me, uint32_t gen)
 {
 	uint64_t w = ap_state_load(s);
 
-	if ((uint32_t)(w >> 55) != ((AP_K_CACHED << 7) | me))
-		return false;
-	atomic_store_explicit(s, AP_W_MAKE(AP_K_FREE, me, AP_W_GEN(w), AP_FL_END),
+	if ((uint32_t)(w >> 55) != ((AP_K_CACHED << 7) | me) || AP_W_GEN(w) != gen)
+		return 0;
+	atomic_store_explicit(s, AP_W_MAKE(AP_K_LEASED, me, gen, AP_W_LINK(w)),
 			      memory_order_relaxed);
+	return gen;
+}
+
+/*
+ * CACHED by me at generation gen (a cache entry's) -> FREE by me, not
+ * yet linked: a flush, before the push.
+ */
+static inline bool ap_state_uncache(ap_word *s, uint32_t me, uint32_t gen)
+{
+	uint64_t w = ap_state_load(s);
+
+	if ((uint32_t)(w >> 55) != ((AP_K_CACHED << 7) | me) || AP_W_GEN(w) != gen)
+		return false;
+	atomic_store_explicit(s, AP_W_MAKE(AP_K_FREE, me, gen, AP_FL_END), memory_order_relaxed);
 	return true;
 }
 
 /*
  * A lease of generation gen (0: any) changes hands: the holder becomes
  * me, so that the giver's death no longer reclaims it.  *out_gen gets
- * the generation.
+ * the generation.  A lent buffer is a local pool's (holder 0, no
+ * reclaim): it stays as it is.
  */
-static inline bool ap_state_adopt(ap_word *s, uint32_t gen, uint32_t me, uint32_t *out_gen)
+static inline bool ap_state_adopt(ap_word *s, uint32_t gen, uint32_t me, uint32_t lent,
+				  uint32_t *out_gen)
 {
 	uint64_t w = atomic_load_explicit(s, memory_order_acquire);
+	uint32_t g;
 
 	do {
-		if (!ap_state_leased_as(w, gen))
+		if (!(g = ap_state_lease_gen(w, gen, lent)))
 			return false;
-		if (AP_W_HOLDER(w) == me)
+		if (AP_W_KIND(w) != AP_K_LEASED || AP_W_HOLDER(w) == me)
 			break;
-	} while (!ap_state_cas(s, &w, AP_W_MAKE(AP_K_LEASED, me, AP_W_GEN(w), AP_W_LINK(w))));
-	*out_gen = AP_W_GEN(w);
+	} while (!ap_state_cas(s, &w, AP_W_MAKE(AP_K_LEASED, me, g, AP_W_LINK(w))));
+	*out_gen = g;
 	return true;
 }
 

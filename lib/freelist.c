@@ -364,11 +364,13 @@ int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n)
 int ap_fl_release(struct ap_freelist *fl, uint32_t idx, uint32_t gen)
 {
 	uint64_t was;
+	uint32_t kind;
 	int rc;
 
 	if (AP_UNLIKELY(idx >= fl->count))
 		return -EINVAL;
-	if (AP_UNLIKELY(!ap_state_claim_leased(&fl->state[idx], gen, fl->me, &was))) {
+	kind = ap_state_claim_leased_was(&fl->state[idx], gen, fl->me, fl->lent_tag, &was);
+	if (AP_UNLIKELY(!kind)) {
 		ap_fl_count_bad_release(fl, 1);
 		return -EALREADY;
 	}
@@ -376,6 +378,8 @@ int ap_fl_release(struct ap_freelist *fl, uint32_t idx, uint32_t gen)
 	rc = push_chain(fl, &idx, 1);
 	if (AP_UNLIKELY(rc))
 		ap_state_unclaim(&fl->state[idx], was);
+	else if (kind == AP_K_CACHED)
+		ap_fl_lent_back(fl, 1);
 	return rc;
 }
 

@@ -23,6 +23,11 @@ struct ap_freelist {
 	uint32_t                 me;    /* holder: attachment slot + 1, or 0 */
 	struct ap_attach        *att;   /* our attachment (steps), or NULL */
 	bool                     shared;        /* others map it: shared futex, reclaim */
+	bool                     lazy;          /* caches lend without a store (buffer_state.h) */
+	uint32_t                 lent_tag;      /* AP_LENT if lazy, else AP_NO_LENT */
+	/* Lent buffers given back other than into a cache (negative), and
+	 * the balance of the caches freed since (pool_cache.c): the audit's. */
+	_Atomic int64_t          lent;
 };
 
 /*
@@ -86,5 +91,11 @@ uint32_t ap_fl_count(const struct ap_freelist *fl);
 uint32_t ap_fl_free(const struct ap_freelist *fl);
 void ap_fl_count_corruption(const struct ap_freelist *fl, uint64_t n);
 void ap_fl_count_bad_release(const struct ap_freelist *fl, uint64_t n);
+
+/* n lent buffers came back other than into a cache (fl->lent). */
+static inline void ap_fl_lent_back(struct ap_freelist *fl, uint32_t n)
+{
+	atomic_fetch_sub_explicit(&fl->lent, n, memory_order_relaxed);
+}
 
 #endif /* ASYNCPOOL_FREELIST_H */

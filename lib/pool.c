@@ -83,6 +83,7 @@ void ap_pool_bind(struct asyncpool *pool, void *mem, struct asyncpool_region *r)
 	pool->fl.state = (void *)((char *)mem + g.next_offset);
 	pool->fl.depth = (void *)((char *)mem + g.depth_offset);
 	pool->fl.count = r->buffer_count;
+	pool->fl.lent_tag = AP_NO_LENT;         /* until caches lend (pool_cache.c) */
 	pool->buffer_size = r->buffer_size;
 	pool->region = asyncpool_region_ref(r);
 	pool->release_fn = ap_pool_recycle;
@@ -230,7 +231,7 @@ AP_EXPORT size_t asyncpool_available(const struct asyncpool *pool)
 	 */
 	n = ap_fl_free(&pool->fl);
 	if (pool->cache_size)
-		n += ap_cache_count(pool);
+		n += ap_cache_count(pool, NULL);
 	return n < pool->fl.count ? n : pool->fl.count;
 }
 

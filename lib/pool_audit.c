@@ -19,6 +19,7 @@ AP_EXPORT int asyncpool_check(const struct asyncpool *pool)
 	unsigned char *seen;
 	uint64_t head;
 	uint32_t entries;
+	int64_t lent;
 	int rc;
 
 	if (!pool)
@@ -36,10 +37,11 @@ AP_EXPORT int asyncpool_check(const struct asyncpool *pool)
 	free(seen);
 	if (rc || !pool->cache_size)
 		return rc;
-	/* Every cached buffer of a local pool is in a cache of this process;
-	 * those of a shared pool may be in other processes' too. */
-	entries = ap_cache_count(pool);
-	if (pool->shared ? entries > a.cached : entries != a.cached)
+	/* Every cached buffer of a local pool is in a cache of this process,
+	 * or lent by one (buffer_state.h); those of a shared pool may be in
+	 * other processes' caches too. */
+	entries = ap_cache_count(pool, &lent);
+	if (pool->shared ? entries > a.cached : (int64_t)entries + lent != (int64_t)a.cached)
 		return -EUCLEAN;
 	return 0;
 }

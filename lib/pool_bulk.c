@@ -111,13 +111,15 @@ static __attribute__((noinline)) int cache_next_refill(struct asyncpool *pool, s
 {
 	if (pool->depot && (*got = ap_depot_take(pool, c)) != 0)
 		return 0;
-	return ap_pool_pop_chain(pool, c->idx, NULL, sizeof(uint32_t), need,
+	return ap_pool_pop_chain(pool, c->idx, c->gen, sizeof(uint32_t), need,
 				 need + c->batch < c->size ? need + c->batch : c->size,
 				 AP_K_CACHED, got);
 }
 
-static inline int cache_next(struct asyncpool *pool, struct ap_cache *c, uint32_t need,
-			     uint32_t *idx, uint32_t *gen)
+static inline __attribute__((always_inline)) int cache_next(struct asyncpool *pool,
+							     struct ap_cache *c, uint32_t need,
+							     uint32_t *idx, uint32_t *gen,
+							     uint32_t *lent)
 {
 	for (;;) {
 		uint32_t cn = ap_cache_n(c), got;
@@ -132,11 +134,11 @@ static inline int cache_next(struct asyncpool *pool, struct ap_cache *c, uint32_
 			cn = got;
 		}
 		while (cn) {
-			uint32_t i = c->idx[--cn], g;
+			uint32_t g = ap_cache_lend(pool, c, --cn, lent);
 
-			if (AP_LIKELY((g = ap_state_cached_to_leased(&pool->fl.state[i], pool->fl.me)))) {
+			if (AP_LIKELY(g)) {
 				ap_cache_set_n(c, cn);
-				*idx = i;
+				*idx = c->idx[cn];
 				*gen = g;
 				return 1;
 			}
@@ -158,13 +160,14 @@ static int acquire_leases(struct asyncpool *pool, struct ap_cache *c,
 {
 	size_t bs = pool->buffer_size;
 	unsigned int j = 0;
-	uint32_t idx = 0, gen = 0;
+	uint32_t idx = 0, gen = 0, lent = 0;
 	int rc = 0;
 
 	if (c) {
-		while (j < n && (rc = cache_next(pool, c, n - j, &idx, &gen)) > 0)
+		while (j < n && (rc = cache_next(pool, c, n - j, &idx, &gen, &lent)) > 0)
 			ap_lease_init_gen(&leases[j++], pool->region, (size_t)idx * bs, bs,
 					  ap_cache_recycle, pool, idx, gen);
+		ap_cache_add_lent(c, lent);
 		ap_cache_leave(c);
 	}
 	if (!rc && j < n)
@@ -202,11 +205,13 @@ static inline bool same_run(const struct asyncpool_lease *l, ap_release_token_fn
  * at the same instant, is refused and counted.
  */
 struct put_back {
+	struct asyncpool *pool;
 	struct ap_freelist *fl;
 	struct ap_cache *c;             /* entered, or NULL: the freelist */
 	uint32_t n;                     /* in c->idx[], or in idx[] */
 	uint32_t size;                  /* of c: read once, not after every CAS */
 	uint32_t bad;                   /* refused */
+	uint32_t lent_back;             /* lent ones, back into c or the freelist */
 	uint32_t *idx;                  /* AP_BULK_CHUNK, for the freelist */
 };
 
@@ -218,6 +223,7 @@ struct put_back {
 static inline void put_begin(struct put_back *pb, struct asyncpool *pool, bool cached,
 			     uint32_t *idx)
 {
+	pb->pool = pool;
 	pb->fl = &pool->fl;
 	pb->idx = idx;
 	pb->c = cached ? ap_cache_of(pool) : NULL;
@@ -226,32 +232,45 @@ static inline void put_begin(struct put_back *pb, struct asyncpool *pool, bool c
 	pb->n = pb->c ? ap_cache_n(pb->c) : 0;
 	pb->size = pb->c ? pb->c->size : 0;
 	pb->bad = 0;
+	pb->lent_back = 0;
 }
 
-/* Inlined: a call per buffer costs more than the rest of it. */
+/*
+ * Inlined: a call per buffer costs more than the rest of it.  The ways
+ * are constants in each loop that calls it, one loop per way, so that
+ * each keeps what it needs in registers: to_cache (pb->c != NULL), or
+ * to the freelist of a pool that lends (lends: lent buffers may come
+ * back, counted) or does not.
+ */
+enum put_way { PUT_CACHE, PUT_FREELIST, PUT_FREELIST_LENT };
+
 static inline __attribute__((always_inline)) void put_one(struct put_back *pb, uint32_t i,
-							 uint32_t gen)
+							 uint32_t gen, enum put_way way)
 {
 	struct ap_freelist *fl = pb->fl;
-	uint64_t was;
+	uint32_t kind;
 
-	if (pb->c) {
-		if (AP_UNLIKELY(!ap_state_leased_to_cached(&fl->state[i], gen, fl->me))) {
-			pb->bad++;
-			return;
-		}
+	if (way == PUT_CACHE) {
 		if (AP_UNLIKELY(pb->n == pb->size)) {
 			ap_cache_set_n(pb->c, pb->n);
 			ap_cache_flush_batch(pb->c);
 			pb->n = ap_cache_n(pb->c);
 		}
-		pb->c->idx[pb->n++] = i;
+		if (AP_UNLIKELY(!ap_cache_push(pb->pool, pb->c, pb->n, i, gen, &pb->lent_back))) {
+			pb->bad++;
+			return;
+		}
+		pb->n++;
 		return;
 	}
-	if (AP_UNLIKELY(!ap_state_claim_leased(&fl->state[i], gen, fl->me, &was))) {
+	kind = ap_state_claim_leased(&fl->state[i], gen, fl->me,
+				     way == PUT_FREELIST_LENT ? AP_LENT : AP_NO_LENT);
+	if (AP_UNLIKELY(!kind)) {
 		pb->bad++;
 		return;
 	}
+	if (way == PUT_FREELIST_LENT)
+		pb->lent_back += kind == AP_K_CACHED;
 	AP_TEST_AT(AP_TP_RELEASE_CLAIMED);
 	pb->idx[pb->n++] = i;
 	if (pb->n == AP_BULK_CHUNK) {
@@ -264,10 +283,13 @@ static inline __attribute__((always_inline)) void put_one(struct put_back *pb, u
 static inline uint32_t put_end(struct put_back *pb)
 {
 	if (pb->c) {
+		ap_cache_add_lent(pb->c, -(int64_t)pb->lent_back);
 		ap_cache_set_n(pb->c, pb->n);
 		ap_cache_leave(pb->c);
 	} else {
 		(void)ap_fl_push_chain(pb->fl, pb->idx, pb->n);
+		if (pb->lent_back)
+			ap_fl_lent_back(pb->fl, pb->lent_back);
 	}
 	if (AP_UNLIKELY(pb->bad))
 		ap_fl_count_bad_release(pb->fl, pb->bad);
@@ -279,6 +301,66 @@ static inline uint32_t put_end(struct put_back *pb)
  * (at most n), each lease cleared: into this thread's cache for a pool
  * with caches, else to the freelist.  Returns the length of the run.
  */
+static inline __attribute__((always_inline)) unsigned int
+put_leases(struct put_back *pb, struct asyncpool *pool, struct asyncpool_lease *l, unsigned int n,
+	   ap_release_token_fn *fn, enum put_way way)
+{
+	unsigned int j;
+
+	for (j = 0; j < n && same_run(&l[j], fn, pool); j++) {
+		l[j].release.fn = NULL;
+		if (AP_LIKELY(l[j].buffer_index < pool->fl.count))
+			put_one(pb, l[j].buffer_index, l[j].generation, way);
+	}
+	return j;
+}
+
+/* Write back what the loop changed: only that stays live in it. */
+static inline void put_back_done(struct put_back *to, const struct put_back *from)
+{
+	to->n = from->n;
+	to->bad = from->bad;
+	to->lent_back = from->lent_back;
+}
+
+/*
+ * Each way in a function of its own, on a copy of the put_back whose
+ * address does not leave it: the compiler gives each loop all the
+ * registers, and keeps the put_back in them.
+ */
+static __attribute__((noinline)) unsigned int
+put_leases_cache(struct put_back *pbp, struct asyncpool *pool, struct asyncpool_lease *l,
+		 unsigned int n, ap_release_token_fn *fn)
+{
+	struct put_back pb = *pbp;
+	unsigned int j = put_leases(&pb, pool, l, n, fn, PUT_CACHE);
+
+	put_back_done(pbp, &pb);
+	return j;
+}
+
+static __attribute__((noinline)) unsigned int
+put_leases_freelist(struct put_back *pbp, struct asyncpool *pool, struct asyncpool_lease *l,
+		    unsigned int n, ap_release_token_fn *fn)
+{
+	struct put_back pb = *pbp;
+	unsigned int j = put_leases(&pb, pool, l, n, fn, PUT_FREELIST);
+
+	put_back_done(pbp, &pb);
+	return j;
+}
+
+static __attribute__((noinline)) unsigned int
+put_leases_lent(struct put_back *pbp, struct asyncpool *pool, struct asyncpool_lease *l,
+		unsigned int n, ap_release_token_fn *fn)
+{
+	struct put_back pb = *pbp;
+	unsigned int j = put_leases(&pb, pool, l, n, fn, PUT_FREELIST_LENT);
+
+	put_back_done(pbp, &pb);
+	return j;
+}
+
 static unsigned int release_run(struct asyncpool *pool, struct asyncpool_lease *l,
 				unsigned int n, ap_release_token_fn *fn)
 {
@@ -287,11 +369,12 @@ static unsigned int release_run(struct asyncpool *pool, struct asyncpool_lease *
 	unsigned int j;
 
 	put_begin(&pb, pool, fn == ap_cache_recycle, idx);
-	for (j = 0; j < n && same_run(&l[j], fn, pool); j++) {
-		l[j].release.fn = NULL;
-		if (AP_LIKELY(l[j].buffer_index < pool->fl.count))
-			put_one(&pb, l[j].buffer_index, l[j].generation);
-	}
+	if (pb.c)
+		j = put_leases_cache(&pb, pool, l, n, fn);
+	else if (pool->fl.lazy)
+		j = put_leases_lent(&pb, pool, l, n, fn);
+	else
+		j = put_leases_freelist(&pb, pool, l, n, fn);
 	(void)put_end(&pb);
 	return j;
 }
@@ -334,6 +417,29 @@ AP_EXPORT void asyncpool_release_bulk(struct asyncpool_lease *leases, unsigned i
 #define AP_TOKEN_GEN_AT 0
 #endif
 
+/* As put_leases_cache() and put_leases_freelist(), for tokens. */
+static __attribute__((noinline)) void put_tokens_cache(struct put_back *pbp,
+						       const uint64_t *tokens, unsigned int n)
+{
+	struct put_back pb = *pbp;
+
+	for (unsigned int j = 0; j < n; j++)
+		put_one(&pb, AP_TOKEN_INDEX(tokens[j]), AP_TOKEN_GEN(tokens[j]), PUT_CACHE);
+	put_back_done(pbp, &pb);
+}
+
+static __attribute__((noinline)) void put_tokens_freelist(struct put_back *pbp,
+							  const uint64_t *tokens, unsigned int n)
+{
+	struct put_back pb = *pbp;
+
+	enum put_way way = pb.fl->lazy ? PUT_FREELIST_LENT : PUT_FREELIST;
+
+	for (unsigned int j = 0; j < n; j++)
+		put_one(&pb, AP_TOKEN_INDEX(tokens[j]), AP_TOKEN_GEN(tokens[j]), way);
+	put_back_done(pbp, &pb);
+}
+
 /*
  * Release n tokens of pool that ap_token_ok() accepted, as a run of
  * leases goes back (put_back).  Returns the stale ones (counted).
@@ -344,8 +450,10 @@ static uint32_t release_tokens(struct asyncpool *pool, const uint64_t *tokens, u
 	struct put_back pb;
 
 	put_begin(&pb, pool, pool->cache_size != 0, idx);
-	for (unsigned int j = 0; j < n; j++)
-		put_one(&pb, AP_TOKEN_INDEX(tokens[j]), AP_TOKEN_GEN(tokens[j]));
+	if (pb.c)
+		put_tokens_cache(&pb, tokens, n);
+	else
+		put_tokens_freelist(&pb, tokens, n);
 	return put_end(&pb);
 }
 
@@ -368,12 +476,13 @@ static int acquire_tokens(struct asyncpool *pool, struct ap_cache *c, uint64_t *
 			  unsigned int n)
 {
 	unsigned int j = 0;
-	uint32_t idx = 0, gen = 0;
+	uint32_t idx = 0, gen = 0, lent = 0;
 	int rc = 0;
 
 	if (c) {
-		while (j < n && (rc = cache_next(pool, c, n - j, &idx, &gen)) > 0)
+		while (j < n && (rc = cache_next(pool, c, n - j, &idx, &gen, &lent)) > 0)
 			tokens[j++] = AP_TOKEN_MAKE(gen, idx);
+		ap_cache_add_lent(c, lent);
 		ap_cache_leave(c);
 	}
 	if (!rc && j < n)

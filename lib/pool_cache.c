@@ -49,16 +49,18 @@ static bool ap_tc_key_ok;
  * Make k cached buffers (of a cache or of a depot slot) free, not yet
  * linked, keeping them at the front of v: how many.  A buffer whose
  * state is no longer cached (a copy of it went into another cache too)
- * is dropped and counted, never linked in twice.
+ * (or its generation moved on) is dropped and counted, never linked in
+ * twice.
  */
-uint32_t ap_cache_uncache(struct asyncpool *pool, uint32_t *v, uint32_t k)
+uint32_t ap_cache_uncache(struct asyncpool *pool, uint32_t *v, uint32_t *gens, uint32_t k)
 {
 	uint32_t kept = 0, dropped = 0;
 
 	for (uint32_t j = 0; j < k; j++) {
-		if (AP_LIKELY(ap_state_uncache(&pool->fl.state[v[j]], pool->fl.me)))
+		if (AP_LIKELY(ap_state_uncache(&pool->fl.state[v[j]], pool->fl.me, gens[j]))) {
+			gens[kept] = gens[j];
 			v[kept++] = v[j];
-		else
+		} else
 			dropped++;
 		AP_TEST_AT(AP_TP_FLUSH_UNCACHED);
 	}
@@ -72,7 +74,7 @@ static int cache_flush_top(struct ap_cache *c, uint32_t k)
 {
 	struct asyncpool *pool = c->pool;
 	uint32_t from = ap_cache_n(c) - k;
-	uint32_t kept = ap_cache_uncache(pool, &c->idx[from], k);
+	uint32_t kept = ap_cache_uncache(pool, &c->idx[from], &c->gen[from], k);
 
 	ap_cache_set_n(c, from);
 	return ap_fl_push_chain(&pool->fl, &c->idx[from], kept);
@@ -99,19 +101,27 @@ static void cache_detach(struct ap_cache *c)
 	c->pool = NULL;
 }
 
+/*
+ * Free a cache of a thread that is gone; the lock is held.  What it
+ * lent and was not given back to it stays counted, in the pool's.
+ */
+static void cache_free(struct ap_cache *c)
+{
+	cache_drain(c);
+	if (c->pool && c->lent)
+		atomic_fetch_add_explicit(&c->pool->fl.lent, c->lent, memory_order_relaxed);
+	cache_detach(c);
+	free(c);
+}
+
 /* Thread exit: flush and free the thread's caches. */
 static void tc_destroy(void *arg)
 {
 	struct ap_tcache *t = arg;
 
 	pthread_mutex_lock(&ap_cache_lock);
-	for (uint32_t i = 0; i < t->n; i++) {
-		struct ap_cache *c = t->v[i];
-
-		cache_drain(c);
-		cache_detach(c);
-		free(c);
-	}
+	for (uint32_t i = 0; i < t->n; i++)
+		cache_free(t->v[i]);
 	pthread_mutex_unlock(&ap_cache_lock);
 	free(t->v);
 	free(t);
@@ -150,9 +160,7 @@ static void atfork_child(void)
 				ap_cache_set_n(c, 0);
 			if (c->owner == ap_tc_table)
 				continue;
-			cache_drain(c);
-			cache_detach(c);
-			free(c);
+			cache_free(c);
 		}
 	}
 	pthread_mutex_unlock(&ap_cache_lock);
@@ -207,12 +215,14 @@ static struct ap_cache *cache_get(struct asyncpool *pool, bool create)
 		ap_tc_table = t;
 	}
 	/* Whole cache lines of its own: no false sharing with a neighbour. */
-	size = ap_align_up(sizeof(*c) + (size_t)pool->cache_size * sizeof(uint32_t), AP_CACHE_LINE);
+	size = ap_align_up(sizeof(*c) + 2 * (size_t)pool->cache_size * sizeof(uint32_t),
+			   AP_CACHE_LINE);
 	c = aligned_alloc(AP_CACHE_LINE, size);
 	if (!c)
 		return NULL;
 	memset(c, 0, size);
 	c->size = pool->cache_size;
+	c->gen = &c->idx[c->size];
 	c->batch = pool->cache_batch;
 	c->owner = t;
 	pthread_mutex_lock(&ap_cache_lock);
@@ -270,7 +280,7 @@ static int cache_refill(struct ap_cache *c)
 
 	if (pool->depot && ap_depot_take(pool, c))
 		return 0;
-	rc = ap_pool_pop_chain(pool, c->idx, NULL, sizeof(uint32_t), 1, c->batch, AP_K_CACHED,
+	rc = ap_pool_pop_chain(pool, c->idx, c->gen, sizeof(uint32_t), 1, c->batch, AP_K_CACHED,
 			       &got);
 	ap_cache_set_n(c, rc ? 0 : got);
 	return rc;
@@ -283,30 +293,47 @@ static int cache_refill(struct ap_cache *c)
  */
 static int cache_put(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, uint32_t gen)
 {
-	uint32_t n;
+	uint32_t n, back = 0;
 
 	if (AP_UNLIKELY(idx >= pool->fl.count))
 		return -EINVAL;
-	if (AP_UNLIKELY(!ap_state_leased_to_cached(&pool->fl.state[idx], gen, pool->fl.me))) {
-		ap_fl_count_bad_release(&pool->fl, 1);
-		return -EALREADY;
-	}
 	n = c->n;
 	if (AP_UNLIKELY(n == c->size)) {
 		ap_cache_flush_batch(c);
 		n = c->n;
 	}
-	c->idx[n] = idx;
+	if (AP_UNLIKELY(!ap_cache_push(pool, c, n, idx, gen, &back))) {
+		ap_fl_count_bad_release(&pool->fl, 1);
+		return -EALREADY;
+	}
+	ap_cache_add_lent(c, -(int64_t)back);
 	ap_cache_set_n(c, n + 1);
 	return 0;
 }
 
-/*
- * A release of a pool with caches, into the calling thread's cache:
- * the slow path of the leases' callback, and asyncpool_release_token().
- * 0, or as cache_put() and ap_fl_release().
- */
-__attribute__((noinline)) int ap_cache_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
+/* A release into the calling thread's cache that needs no more: false if not done. */
+static inline __attribute__((always_inline)) bool cache_put_fast(struct asyncpool *pool,
+							   uint32_t idx, uint32_t gen)
+{
+	struct ap_cache *c = ap_tc_last;
+
+	if (AP_LIKELY(c->pool == pool && idx < pool->fl.count && ap_cache_enter(c))) {
+		uint32_t n = c->n, back = 0;
+
+		if (AP_LIKELY(n != c->size && ap_cache_push(pool, c, n, idx, gen, &back))) {
+			ap_cache_add_lent(c, -(int64_t)back);
+			ap_cache_set_n(c, n + 1);
+			ap_cache_leave(c);
+			return true;
+		}
+		ap_cache_leave(c);
+	}
+	return false;
+}
+
+/* The rest of ap_cache_release(): a full cache, another pool's, a stale release. */
+static __attribute__((noinline)) int cache_release_slow(struct asyncpool *pool, uint32_t idx,
+							 uint32_t gen)
 {
 	struct ap_cache *c = ap_cache_of(pool);
 	int rc;
@@ -323,28 +350,29 @@ __attribute__((noinline)) int ap_cache_release(struct asyncpool *pool, uint32_t 
 }
 
 /*
+ * A release of a pool with caches, into the calling thread's cache:
+ * asyncpool_release_token(), and the leases' callback below.  0, or as
+ * cache_put() and ap_fl_release().
+ */
+int ap_cache_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
+{
+	if (AP_LIKELY(cache_put_fast(pool, idx, gen)))
+		return 0;
+	return cache_release_slow(pool, idx, gen);
+}
+
+/*
  * The release callback of the leases of a pool with caches.  The common
  * case (this thread's cache, a leased buffer, room) needs no stack frame.
  */
 void ap_cache_recycle(void *ctx, uint64_t token)
 {
 	struct asyncpool *pool = ctx;
-	struct ap_cache *c = ap_tc_last;
 	uint32_t idx = AP_TOKEN_INDEX(token), gen = AP_TOKEN_GEN(token);
 
-	if (AP_LIKELY(c->pool == pool && idx < pool->fl.count && ap_cache_enter(c))) {
-		uint32_t n = c->n;
-
-		if (AP_LIKELY(n != c->size &&
-			      ap_state_leased_to_cached(&pool->fl.state[idx], gen, pool->fl.me))) {
-			c->idx[n] = idx;
-			ap_cache_set_n(c, n + 1);
-			ap_cache_leave(c);
-			return;
-		}
-		ap_cache_leave(c);
-	}
-	(void)ap_cache_release(pool, idx, gen);
+	if (AP_LIKELY(cache_put_fast(pool, idx, gen)))
+		return;
+	(void)cache_release_slow(pool, idx, gen);
 }
 
 /* One try: the calling thread's cache, refilled from the freelist. */
@@ -374,9 +402,13 @@ static int cache_acquire_once(struct asyncpool *pool, struct asyncpool_lease *ou
 			}
 			continue;
 		}
+		uint32_t lent = 0;
+
 		idx = c->idx[n - 1];
+		gen = ap_cache_lend(pool, c, n - 1, &lent);
+		ap_cache_add_lent(c, lent);
 		ap_cache_set_n(c, n - 1);
-		if (AP_LIKELY((gen = ap_state_cached_to_leased(&pool->fl.state[idx], pool->fl.me)))) {
+		if (AP_LIKELY(gen)) {
 			ap_cache_leave(c);
 			ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);
 			return 0;
@@ -439,16 +471,27 @@ int ap_cache_destroy(struct asyncpool *pool)
 	return 0;
 }
 
-/* Buffers in this process's caches of pool (entries, not states). */
-uint32_t ap_cache_count(const struct asyncpool *pool)
+static bool mb_available(void);
+
+/*
+ * Buffers in this process's caches of pool (entries, not states); if
+ * lent, also the buffers its caches lent that are not back (their
+ * state still says cached: buffer_state.h).
+ */
+uint32_t ap_cache_count(const struct asyncpool *pool, int64_t *lent)
 {
 	uint64_t n = 0;
+	int64_t out = atomic_load_explicit(&pool->fl.lent, memory_order_relaxed);
 
 	pthread_mutex_lock(&ap_cache_lock);
-	for (const struct ap_cache *c = pool->caches; c; c = c->reg_next)
+	for (const struct ap_cache *c = pool->caches; c; c = c->reg_next) {
 		n += ap_cache_n(c);
+		out += __atomic_load_n(&c->lent, __ATOMIC_RELAXED);
+	}
 	pthread_mutex_unlock(&ap_cache_lock);
 	n += ap_depot_count(pool);
+	if (lent)
+		*lent = out;
 	return n > pool->fl.count ? pool->fl.count : (uint32_t)n;
 }
 
@@ -468,6 +511,10 @@ int ap_pool_cache_init(struct asyncpool *pool, uint32_t cache_size)
 	if (!ap_tc_key_ok)
 		return -ENOMEM;
 	pool->cache_batch = (cache_size + 1) / 2;      /* the depot's slots hold one */
+	/* A local pool's caches lend: a release or adoption by index then
+	 * asks the caches, which needs membarrier(2) (ap_cache_lease_gen). */
+	pool->fl.lazy = !pool->shared && mb_available();
+	pool->fl.lent_tag = pool->fl.lazy ? AP_LENT : AP_NO_LENT;
 	if (!pool->shared && ap_depot_init(pool))
 		return -ENOMEM;
 	pthread_mutex_lock(&ap_cache_lock);
@@ -658,4 +705,33 @@ AP_EXPORT int asyncpool_cache_flush_all(struct asyncpool *pool)
 		return -EINVAL;
 	rc = ap_cache_flush_others(pool, false);
 	return rc < 0 ? rc : 0;
+}
+
+/*
+ * For a release or adoption by index of a pool whose caches lend: the
+ * generation of the lease that holds buffer idx (in range), or 0 if
+ * none does.  A CACHED word is a buffer in a cache or the depot, or one
+ * lent from them; to tell which, every cache of the process is stopped
+ * as a flush stops it (bypass_all) and looked through.  A release by
+ * index pays this, not the acquire and release of every lease.
+ */
+uint32_t ap_cache_lease_gen(struct asyncpool *pool, uint32_t idx)
+{
+	uint64_t w = ap_state_load(&pool->fl.state[idx]);
+	uint32_t g = 0;
+	bool held = false;
+
+	if (AP_W_KIND(w) != AP_K_CACHED || !pool->fl.lazy)
+		return ap_state_lease_gen(w, 0, AP_NO_LENT);
+	pthread_mutex_lock(&ap_cache_lock);
+	if (bypass_all(pool)) {
+		for (struct ap_cache *c = pool->caches; c && !held; c = c->reg_next)
+			for (uint32_t j = 0; j < ap_cache_n(c) && !held; j++)
+				held = c->idx[j] == idx;
+		if (!held && !ap_depot_holds(pool, idx) && ap_state_load(&pool->fl.state[idx]) == w)
+			g = AP_W_GEN(w);
+		bypass_end(pool);
+	}
+	pthread_mutex_unlock(&ap_cache_lock);
+	return g;
 }

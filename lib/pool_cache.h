@@ -2,10 +2,12 @@
 /*
  * Per-thread caches in front of a pool's freelist (pool_cache.c).
  *
- * A cache is an array of free buffer indices owned by one thread, for
- * one pool handle.  Acquire pops from it with plain loads and stores;
- * release claims the buffer's state by a CAS on a line no other thread
- * writes, then pushes it; only a refill (the cache is empty) or a flush
+ * A cache is an array of free buffer indices, with the generation of
+ * each one's state word, owned by one thread, for one pool handle.
+ * Acquire pops from it: in a local pool it lends the buffer without a
+ * store to its state (buffer_state.h, "lent"), in a shared pool it
+ * marks it leased with a plain store.  Release claims the buffer's
+ * state by a CAS, then pushes it; only a refill (the cache is empty) or a flush
  * (it is full) leaves the thread, moving cache_batch buffers with one
  * CAS: through a local pool's depot (pool_depot.c) as an array, else
  * through the freelist's head as a chain.  A cached buffer's state is CACHED (buffer_state.h):
@@ -49,11 +51,13 @@ struct ap_cache {
 	uint32_t          busy;         /* the owner is inside (above) */
 	uint32_t          bypass;       /* owners go to the freelist (above) */
 	uint32_t          pad;
+	uint32_t         *gen;          /* gen[j]: the generation of idx[j]'s word */
+	int64_t           lent;         /* lent here less lent ones given back here */
 	/* Under ap_cache_lock. */
 	struct ap_cache  *reg_next;     /* the pool's registry */
 	struct ap_cache **reg_pprev;
 	struct ap_tcache *owner;        /* the owning thread's table */
-	uint32_t          idx[];        /* size entries */
+	uint32_t          idx[];        /* size entries, then gen's size */
 };
 
 /* The calling thread's cache used last, or &ap_cache_none; never NULL. */
@@ -88,6 +92,57 @@ static inline void ap_cache_leave(struct ap_cache *c)
 	__atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
 }
 
+/* Count d more buffers lent by cache c (entered), less given back to it. */
+static inline void ap_cache_add_lent(struct ap_cache *c, int64_t d)
+{
+	/* Only the owner writes it; the audit reads it. */
+	__atomic_store_n(&c->lent, c->lent + d, __ATOMIC_RELAXED);
+}
+
+/*
+ * Hand out entry j of the calling thread's cache c of pool (entered):
+ * the lease's generation, or 0 if a shared pool's buffer is not in the
+ * cached state (the caller drops it and counts a corruption).  A local
+ * pool's cache lends it, and counts it in *lent for the caller to add
+ * (once for a bulk, not a store per buffer): no store to the state, and
+ * so none to a line that the thread which releases it last wrote.
+ */
+static inline uint32_t ap_cache_lend(struct asyncpool *pool, struct ap_cache *c, uint32_t j,
+				     uint32_t *lent)
+{
+	if (AP_LIKELY(pool->fl.lazy)) {
+		++*lent;
+		return c->gen[j];
+	}
+	return ap_state_cached_to_leased(&pool->fl.state[c->idx[j]], pool->fl.me, c->gen[j]);
+}
+
+/*
+ * Put buffer idx, released by a lease of generation gen (0: any), at
+ * entry n of cache c (entered, not full): the CAS that refuses a stale
+ * or racing copy (false, not counted here).  A lent one is counted in
+ * *back, for the caller to take from the cache's lent.
+ */
+static inline __attribute__((always_inline)) bool
+ap_cache_push(struct asyncpool *pool, struct ap_cache *c, uint32_t n, uint32_t idx, uint32_t gen,
+	      uint32_t *back)
+{
+	/* A pool that lends is local, holder 0: a copy with constants, so
+	 * that the release loops keep their values in registers. */
+	uint32_t kind = AP_LIKELY(pool->fl.lazy) ?
+		ap_state_leased_to_cached(&pool->fl.state[idx], gen, 0, AP_LENT) :
+		ap_state_leased_to_cached(&pool->fl.state[idx], gen, pool->fl.me, AP_NO_LENT);
+
+	if (AP_UNLIKELY(!kind))
+		return false;
+	c->idx[n] = idx;
+	/* The word's new generation; of a lease of any generation (0), read
+	 * back: the buffer is this cache's now, no one else changes it. */
+	c->gen[n] = gen ? ap_gen_next(gen) : AP_W_GEN(ap_state_load(&pool->fl.state[idx]));
+	*back += kind == AP_K_CACHED;
+	return true;
+}
+
 /*
  * Lease a buffer from the calling thread's cache of pool, if it has one
  * with a buffer in it: the fast path of asyncpool_acquire().  A buffer
@@ -97,18 +152,19 @@ static inline void ap_cache_leave(struct ap_cache *c)
 static inline bool ap_cache_take(struct asyncpool *pool, struct asyncpool_lease *out)
 {
 	struct ap_cache *c = ap_tc_last;
-	uint32_t n, idx;
+	uint32_t n;
 
 	/* pool may be NULL: it then matches ap_cache_none, which is empty. */
 	if (AP_LIKELY(c->pool == pool && pool && ap_cache_enter(c))) {
 		/* n only once inside: a flusher may have emptied it. */
 		if (AP_LIKELY((n = c->n) != 0)) {
 			/* In range: the refill or release that cached it checked it. */
-			uint32_t gen;
+			uint32_t gen, lent = 0;
 
-			idx = c->idx[n - 1];
-			if (AP_LIKELY((gen = ap_state_cached_to_leased(&pool->fl.state[idx],
-								       pool->fl.me)))) {
+			if (AP_LIKELY((gen = ap_cache_lend(pool, c, n - 1, &lent)))) {
+				uint32_t idx = c->idx[n - 1];
+
+				ap_cache_add_lent(c, lent);
 				ap_cache_set_n(c, n - 1);
 				ap_cache_leave(c);
 				ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);
@@ -123,8 +179,9 @@ static inline bool ap_cache_take(struct asyncpool *pool, struct asyncpool_lease 
 /* pool_cache.c, for the bulk operations and the depot */
 struct ap_cache *ap_cache_of(struct asyncpool *pool);
 void ap_cache_flush_batch(struct ap_cache *c);
-uint32_t ap_cache_uncache(struct asyncpool *pool, uint32_t *v, uint32_t k);
+uint32_t ap_cache_uncache(struct asyncpool *pool, uint32_t *v, uint32_t *gens, uint32_t k);
 int ap_cache_release(struct asyncpool *pool, uint32_t idx, uint32_t gen);
+uint32_t ap_cache_lease_gen(struct asyncpool *pool, uint32_t idx);
 
 /*
  * pool_depot.c: a local pool's depot of full batches, between its
@@ -138,6 +195,7 @@ bool ap_depot_put(struct asyncpool *pool, struct ap_cache *c);
 uint32_t ap_depot_take(struct asyncpool *pool, struct ap_cache *c);
 int ap_depot_drain(struct asyncpool *pool);
 uint32_t ap_depot_count(const struct asyncpool *pool);
+bool ap_depot_holds(struct asyncpool *pool, uint32_t idx);
 void ap_depot_forget_busy(struct asyncpool *pool);
 
 #endif /* ASYNCPOOL_POOL_CACHE_H */

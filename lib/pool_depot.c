@@ -10,9 +10,10 @@
  * core reads in parallel, as DPDK's ring behind its caches.
  *
  * A buffer in a slot stays CACHED (buffer_state.h), holder 0 as every
- * cache of a local pool: a release of it is refused as before, and a
- * cache that takes the slot hands it out as its own.  So a batch moves
- * through the depot with no store to any buffer's state.
+ * cache of a local pool, and the slot keeps each entry's generation: a
+ * release of it is refused as before, and a cache that takes the slot
+ * lends it as its own.  So a batch moves through the depot with no
+ * store to any buffer's state.
  *
  * A slot's word is 0 (empty), a count (full) or BUSY (one thread is
  * copying in or out).  Only local pools have a depot: a shared pool's
@@ -26,6 +27,7 @@
  */
 #include "pool_cache.h"
 
+#include <sched.h>
 #include <stdlib.h>
 
 #define AP_DEPOT_SLOTS 8u
@@ -36,7 +38,7 @@ struct ap_depot {
 		_Alignas(AP_CACHE_LINE) _Atomic uint32_t word;
 	} slot[AP_DEPOT_SLOTS];
 	uint32_t batch;
-	uint32_t idx[];         /* AP_DEPOT_SLOTS x batch */
+	uint32_t idx[];         /* AP_DEPOT_SLOTS x batch, then as many generations */
 };
 
 static uint32_t *slot_idx(struct ap_depot *d, uint32_t s)
@@ -44,10 +46,15 @@ static uint32_t *slot_idx(struct ap_depot *d, uint32_t s)
 	return &d->idx[(size_t)s * d->batch];
 }
 
+static uint32_t *slot_gen(struct ap_depot *d, uint32_t s)
+{
+	return &d->idx[(size_t)(AP_DEPOT_SLOTS + s) * d->batch];
+}
+
 int ap_depot_init(struct asyncpool *pool)
 {
 	struct ap_depot *d;
-	size_t size = ap_align_up(sizeof(*d) + (size_t)AP_DEPOT_SLOTS * pool->cache_batch *
+	size_t size = ap_align_up(sizeof(*d) + 2 * (size_t)AP_DEPOT_SLOTS * pool->cache_batch *
 				  sizeof(uint32_t), AP_CACHE_LINE);
 
 	d = aligned_alloc(AP_CACHE_LINE, size);
@@ -99,6 +106,7 @@ bool ap_depot_put(struct asyncpool *pool, struct ap_cache *c)
 	if (n < k || (s = slot_grab(d, false, &none)) == AP_DEPOT_SLOTS)
 		return false;
 	memcpy(slot_idx(d, s), &c->idx[n - k], k * sizeof(uint32_t));
+	memcpy(slot_gen(d, s), &c->gen[n - k], k * sizeof(uint32_t));
 	ap_cache_set_n(c, n - k);       /* before the slot is full: fork (above) */
 	slot_let_go(d, s, k);
 	return true;
@@ -112,6 +120,7 @@ uint32_t ap_depot_take(struct asyncpool *pool, struct ap_cache *c)
 	if (s == AP_DEPOT_SLOTS)
 		return 0;
 	memcpy(c->idx, slot_idx(d, s), k * sizeof(uint32_t));
+	memcpy(c->gen, slot_gen(d, s), k * sizeof(uint32_t));
 	ap_cache_set_n(c, k);           /* before the slot is empty: fork (above) */
 	slot_let_go(d, s, 0);
 	return k;
@@ -126,7 +135,7 @@ int ap_depot_drain(struct asyncpool *pool)
 	if (!d)
 		return 0;
 	while ((s = slot_grab(d, true, &k)) != AP_DEPOT_SLOTS) {
-		uint32_t kept = ap_cache_uncache(pool, slot_idx(d, s), k);
+		uint32_t kept = ap_cache_uncache(pool, slot_idx(d, s), slot_gen(d, s), k);
 
 		if (ap_fl_push_chain(&pool->fl, slot_idx(d, s), kept) == 0)
 			moved += (int)kept;
@@ -160,4 +169,28 @@ void ap_depot_forget_busy(struct asyncpool *pool)
 	for (uint32_t s = 0; s < AP_DEPOT_SLOTS; s++)
 		if (atomic_load_explicit(&d->slot[s].word, memory_order_relaxed) & AP_SLOT_BUSY)
 			atomic_store_explicit(&d->slot[s].word, 0, memory_order_relaxed);
+}
+
+/*
+ * Whether a full slot holds buffer idx: for ap_cache_lease_gen(), with
+ * every cache stopped, so that only a drain (a waiter's, outside the
+ * lock) can be moving a slot; it is waited for.
+ */
+bool ap_depot_holds(struct asyncpool *pool, uint32_t idx)
+{
+	struct ap_depot *d = pool->depot;
+
+	if (!d)
+		return false;
+	for (uint32_t s = 0; s < AP_DEPOT_SLOTS; s++) {
+		uint32_t w;
+
+		while ((w = atomic_load_explicit(&d->slot[s].word, memory_order_acquire)) &
+		       AP_SLOT_BUSY)
+			sched_yield();
+		for (uint32_t j = 0; j < w && j < d->batch; j++)
+			if (slot_idx(d, s)[j] == idx)
+				return true;
+	}
+	return false;
 }

@@ -83,7 +83,7 @@ void ap_pool_recycle(void *ctx, uint64_t token);
 void ap_cache_recycle(void *ctx, uint64_t token);
 int  ap_cache_acquire_slow(struct asyncpool *pool, struct asyncpool_lease *out);
 int  ap_cache_destroy(struct asyncpool *pool);
-uint32_t ap_cache_count(const struct asyncpool *pool);
+uint32_t ap_cache_count(const struct asyncpool *pool, int64_t *lent);
 int  ap_pool_cache_init(struct asyncpool *pool, uint32_t cache_size);
 int  ap_cache_flush_others(struct asyncpool *pool, bool force);
 void ap_cache_wait_begin(struct asyncpool *pool);

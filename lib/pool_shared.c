@@ -109,12 +109,27 @@ AP_EXPORT int asyncpool_open_shared(void *mem, size_t size, struct asyncpool_reg
 	return shared_handle(mem, hdr.storage_size, r, out);
 }
 
-/* By index: any generation (the caller vouches for the lease). */
+/*
+ * By index: the lease's generation, whichever it is (the caller vouches
+ * for the lease).  A pool whose caches lend asks them for it.
+ */
+static uint32_t index_gen(struct asyncpool *pool, uint32_t idx)
+{
+	return pool->fl.lazy && idx < pool->fl.count ? ap_cache_lease_gen(pool, idx) : 0;
+}
+
 AP_EXPORT int asyncpool_release_index(struct asyncpool *pool, uint32_t buffer_index)
 {
+	uint32_t gen;
+
 	if (!pool)
 		return -EINVAL;
-	return ap_fl_release(&pool->fl, buffer_index, 0);
+	gen = index_gen(pool, buffer_index);
+	if (pool->fl.lazy && buffer_index < pool->fl.count && !gen) {
+		ap_fl_count_bad_release(&pool->fl, 1);
+		return -EALREADY;
+	}
+	return ap_fl_release(&pool->fl, buffer_index, gen);
 }
 
 static int adopt(struct asyncpool *pool, uint32_t idx, uint32_t gen,
@@ -127,8 +142,10 @@ static int adopt(struct asyncpool *pool, uint32_t idx, uint32_t gen,
 	memset(out, 0, sizeof(*out));
 	if (!pool || idx >= pool->fl.count)
 		return -EINVAL;
+	if (!gen && pool->fl.lazy && !(gen = index_gen(pool, idx)))
+		return stale;
 	/* The holder becomes us: the giver's death no longer reclaims it. */
-	if (!ap_state_adopt(&pool->fl.state[idx], gen, pool->fl.me, &g))
+	if (!ap_state_adopt(&pool->fl.state[idx], gen, pool->fl.me, pool->fl.lent_tag, &g))
 		return stale;
 	ap_pool_lease(pool, idx, g, pool->release_fn, out);
 	return 0;
