@@ -21,6 +21,11 @@
 #  tests/model/bypass.pml    taking another thread's cache (pool_cache.h):
 #      no buffer owned twice; a flusher that does not wait for busy
 #      takes a buffer the owner is taking.
+#  tests/model/lend.pml      a local pool's caches lend (buffer_state.h):
+#      a lent buffer released by token and, racing, by index (or by
+#      index twice): exactly one release wins, no buffer claimed out of
+#      a cache; a release by index that trusts a CACHED word, or looks
+#      through the caches without stopping them, claims a cached one.
 # Every search is exhaustive (-DSAFETY; -DCOLLAPSE is lossless state
 # compression, not a partial search).
 set -u
@@ -32,7 +37,7 @@ if ! command -v spin > /dev/null 2>&1; then
 fi
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..40"
+echo "1..48"
 t=0
 
 # verify NAME MODEL DEFINES: build pan in its own directory and run it.
@@ -176,4 +181,16 @@ fails crash-plaintake crash.pml "-DPROCS=2 -DPLAIN_TAKE" " !(onlist\[claimed\[i\
 	"crash, plain take" "spin finds a buffer linked twice"
 fails crash-norecheck crash.pml "-DPROCS=2 -DNO_RECHECK" "(cnt<=3)" \
 	"crash, no head re-check before the record" "spin finds a cycle in the list"
+opt=-O1
+
+# 41-48: a local pool's caches lend: a release by index asks the caches
+# (ap_cache_lease_gen) under bypass; a double release, by token and by
+# index, or by index twice, wins exactly once
+opt=-O0
+holds lend lend.pml "" "lend, release by token and by index"
+holds lend-index lend.pml -DB_INDEX "lend, two releases by index"
+fails lend-noscan lend.pml -DNO_SCAN "((where!=1)&&(where!=2))" \
+	"lend, index release trusts a CACHED word" "spin finds a buffer claimed out of a cache"
+fails lend-nobypass lend.pml -DNO_BYPASS "((where!=1)&&(where!=2))" \
+	"lend, caches looked through without bypass" "spin finds a buffer claimed out of a cache"
 opt=-O1
