@@ -721,7 +721,7 @@ uint32_t ap_cache_lease_gen(struct asyncpool *pool, uint32_t idx)
 	uint32_t g = 0;
 	bool held = false;
 
-	if (AP_W_KIND(w) != AP_K_CACHED || !pool->fl.lazy)
+	if (AP_W_KIND(w) != AP_K_CACHED)
 		return ap_state_lease_gen(w, 0, AP_NO_LENT);
 	pthread_mutex_lock(&ap_cache_lock);
 	if (bypass_all(pool)) {

@@ -110,22 +110,18 @@ AP_EXPORT int asyncpool_open_shared(void *mem, size_t size, struct asyncpool_reg
 }
 
 /*
- * By index: the lease's generation, whichever it is (the caller vouches
- * for the lease).  A pool whose caches lend asks them for it.
+ * By index: any generation (the caller vouches for the lease).  A pool
+ * whose caches lend asks them which it is (ap_cache_lease_gen): none,
+ * if a cache holds the buffer.
  */
-static uint32_t index_gen(struct asyncpool *pool, uint32_t idx)
-{
-	return pool->fl.lazy && idx < pool->fl.count ? ap_cache_lease_gen(pool, idx) : 0;
-}
-
 AP_EXPORT int asyncpool_release_index(struct asyncpool *pool, uint32_t buffer_index)
 {
-	uint32_t gen;
+	uint32_t gen = 0;
 
 	if (!pool)
 		return -EINVAL;
-	gen = index_gen(pool, buffer_index);
-	if (pool->fl.lazy && buffer_index < pool->fl.count && !gen) {
+	if (pool->fl.lazy && buffer_index < pool->fl.count &&
+	    !(gen = ap_cache_lease_gen(pool, buffer_index))) {
 		ap_fl_count_bad_release(&pool->fl, 1);
 		return -EALREADY;
 	}
@@ -142,7 +138,7 @@ static int adopt(struct asyncpool *pool, uint32_t idx, uint32_t gen,
 	memset(out, 0, sizeof(*out));
 	if (!pool || idx >= pool->fl.count)
 		return -EINVAL;
-	if (!gen && pool->fl.lazy && !(gen = index_gen(pool, idx)))
+	if (!gen && pool->fl.lazy && !(gen = ap_cache_lease_gen(pool, idx)))
 		return stale;
 	/* The holder becomes us: the giver's death no longer reclaims it. */
 	if (!ap_state_adopt(&pool->fl.state[idx], gen, pool->fl.me, pool->fl.lent_tag, &g))
