@@ -16,7 +16,7 @@ static void usage(FILE *f)
 	fputs("Usage: asyncpool COMMAND [OPTIONS]\n"
 	      "\n"
 	      "Commands:\n"
-	      "  demo    zero-copy TCP loopback over io_uring with leased buffers\n"
+	      "  demo    zero-copy TCP loopback over io_uring (or MSG_ZEROCOPY) with leased buffers\n"
 	      "          (--memory, or where io_uring is refused: threads acquire,\n"
 	      "          fill, verify and release buffers of a memory pool)\n"
 	      "  bench   measure acquire+release against a mutex baseline\n"
