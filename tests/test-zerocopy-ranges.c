@@ -137,37 +137,46 @@ int main(void)
 	ok(st.completions == 10 && st.notifications == 5 && st.pending == 0,
 	   "10 completions in 5 ranges");
 
+	/* A kept lease whose sends complete stays the caller's until handed over. */
+	asyncpool_acquire(pool, &a);
+	is_int(asyncpool_zc_send(zs, &a, 0, 4096, 0, ASYNCPOOL_ZC_KEEP), 4096, "KEEP: seq 10");
+	is_int(ap_zc_complete(zs, 10, 10, false), 0, "[10,10]: nothing released");
+	ok(asyncpool_lease_held(&a) && asyncpool_available(pool) == NB - 1,
+	   "the caller still holds it, the pool lent 1");
+	is_int(asyncpool_zc_release(zs, &a), 0, "handed over with nothing in flight");
+	ok(!asyncpool_lease_held(&a) && asyncpool_available(pool) == NB, "back at once");
+
 	/* Ranges that name nothing of ours change nothing. */
 	asyncpool_acquire(pool, &a);
 	asyncpool_zc_send(zs, &a, 0, 4096, 0, 0);
 	is_int(ap_zc_complete(zs, 4, 4, false), 0, "[4,4] again: refused");
-	is_int(ap_zc_complete(zs, 11, 11, false), 0, "[11,11], not yet given: refused");
-	is_int(ap_zc_complete(zs, 10, 11, false), 0, "[10,11], half beyond: refused");
-	is_int(ap_zc_complete(zs, 10, 9, false), 0, "[10,9], backwards: refused");
+	is_int(ap_zc_complete(zs, 12, 12, false), 0, "[12,12], not yet given: refused");
+	is_int(ap_zc_complete(zs, 11, 12, false), 0, "[11,12], half beyond: refused");
+	is_int(ap_zc_complete(zs, 11, 10, false), 0, "[11,10], backwards: refused");
 	st = stats(zs);
 	ok(st.bad_ranges == 4 && st.pending == 1 && st.leases_out == 1, "4 bad ranges, A still out");
-	is_int(ap_zc_complete(zs, 10, 10, false), 1, "[10,10]: A back");
+	is_int(ap_zc_complete(zs, 11, 11, false), 1, "[11,11]: A back");
 
-	/* A failed send (EPIPE) takes no number: the next one takes 11. */
+	/* A failed send (EPIPE) takes no number: the next one takes 12. */
 	asyncpool_acquire(pool, &a);
 	answer(-1, EPIPE);
 	is_int(asyncpool_zc_send(zs, &a, 0, 4096, 0, 0), -EPIPE, "EPIPE: -EPIPE");
 	ok(asyncpool_lease_held(&a), "the lease stays the caller's");
-	is_int(asyncpool_zc_send(zs, &a, 0, 4096, 0, 0), 4096, "sent again: seq 11");
-	is_int(ap_zc_complete(zs, 11, 11, false), 1, "[11,11]: back");
+	is_int(asyncpool_zc_send(zs, &a, 0, 4096, 0, 0), 4096, "sent again: seq 12");
+	is_int(ap_zc_complete(zs, 12, 12, false), 1, "[12,12]: back");
 
 	/* ENOBUFS with sends of ours in flight: reap, retry, then the caller's to wait. */
 	asyncpool_acquire(pool, &a);
 	asyncpool_acquire(pool, &b);
-	asyncpool_zc_send(zs, &a, 0, 4096, 0, 0);          /* seq 12 */
+	asyncpool_zc_send(zs, &a, 0, 4096, 0, 0);          /* seq 13 */
 	answer(-1, ENOBUFS);
 	answer(-1, ENOBUFS);
 	is_int(asyncpool_zc_send(zs, &b, 0, 4096, 0, 0), -ENOBUFS,
 	       "ENOBUFS twice with a send in flight: -ENOBUFS");
 	ok(asyncpool_lease_held(&b) && stats(zs).enobufs == 2, "B still the caller's, 2 counted");
 	answer(-1, ENOBUFS);
-	is_int(asyncpool_zc_send(zs, &b, 0, 4096, 0, 0), 4096, "ENOBUFS once: the retry went (seq 13)");
-	is_int(ap_zc_complete(zs, 12, 13, false), 2, "[12,13]: both back");
+	is_int(asyncpool_zc_send(zs, &b, 0, 4096, 0, 0), 4096, "ENOBUFS once: the retry went (seq 14)");
+	is_int(ap_zc_complete(zs, 13, 14, false), 2, "[13,14]: both back");
 	/* With nothing in flight it copies: waiting would never end. */
 	asyncpool_acquire(pool, &a);
 	answer(-1, ENOBUFS);
