@@ -141,6 +141,8 @@ static void rec_free(struct asyncpool_zc *zs, uint32_t r)
 {
 	struct ap_zc_rec *rec = &zs->recs[r];
 
+	if (rec->held)
+		zs->nheld--;
 	rec->used = false;
 	rec->held = false;
 	rec->lease.release.fn = NULL;
@@ -165,6 +167,9 @@ static bool same_lease(const struct asyncpool_lease *a, const struct asyncpool_l
 /* The record of a lease the caller still holds, or AP_ZC_NONE. */
 static uint32_t rec_find(const struct asyncpool_zc *zs, const struct asyncpool_lease *l)
 {
+	/* Kept and short-sent leases are few; most sends scan nothing. */
+	if (!zs->nheld)
+		return AP_ZC_NONE;
 	for (uint32_t i = 0; i < zs->nrecs; i++)
 		if (zs->recs[i].used && zs->recs[i].held && same_lease(&zs->recs[i].lease, l))
 			return i;
@@ -196,6 +201,7 @@ static int rec_new(struct asyncpool_zc *zs, const struct asyncpool_lease *l, uin
 	zs->recs[r].pending = 0;
 	zs->recs[r].used = true;
 	zs->recs[r].held = true;
+	zs->nheld++;
 	*out = r;
 	return 0;
 }
@@ -407,6 +413,7 @@ AP_EXPORT int asyncpool_zc_send(struct asyncpool_zc *zs, struct asyncpool_lease 
 		/* Handed over: ours until the kernel is done with it. */
 		lease->release.fn = NULL;
 		zs->recs[r].held = false;
+		zs->nheld--;
 		zs->leases_out++;
 		if (!zs->recs[r].pending)
 			rec_release(zs, r);
@@ -433,6 +440,7 @@ AP_EXPORT int asyncpool_zc_release(struct asyncpool_zc *zs, struct asyncpool_lea
 	}
 	lease->release.fn = NULL;
 	zs->recs[r].held = false;
+	zs->nheld--;
 	zs->leases_out++;
 	if (!zs->recs[r].pending)
 		rec_release(zs, r);

@@ -47,6 +47,7 @@ struct asyncpool_zc {
 	uint32_t *ring;
 	struct ap_zc_rec *recs;
 	uint32_t nrecs, free_rec, leases_out;
+	uint32_t nheld;         /* records the caller still holds: the scan's bound */
 	struct asyncpool_zc_stats st;
 };
 
