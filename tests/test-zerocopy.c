@@ -184,6 +184,22 @@ static void test_args(struct asyncpool *pool)
 	is_int(asyncpool_zc_release(zs, &none), -EINVAL, "release: a lease not held: -EINVAL");
 	is_int(asyncpool_zc_release(zs, &l), 0, "release: a lease never sent goes back at once");
 	is_int(asyncpool_available(pool), NBUF, "pool full");
+	{
+		struct asyncpool_zc_stats st;
+
+		memset(&st, 0, sizeof(st));
+		is_int(asyncpool_zc_stats(zs, &st), -EINVAL, "stats: size 0: -EINVAL");
+		st.size = 8192;
+		is_int(asyncpool_zc_stats(zs, &st), -E2BIG, "stats: size beyond a page: -E2BIG");
+		st.size = sizeof(st);
+		is_int(asyncpool_zc_stats(NULL, &st), -EINVAL, "stats: NULL: -EINVAL");
+		is_int(asyncpool_zc_stats(zs, &st), 0, "stats");
+		ok(st.flags == ASYNCPOOL_ZC_ZEROCOPY && st.sends == 0 && st.leases_out == 0,
+		   "stats: zero-copy, nothing sent, nothing out");
+	}
+	is_int(asyncpool_zc_wait(zs, 0), 0, "wait with nothing in flight: 0");
+	is_int(asyncpool_zc_wait(NULL, 0), -EINVAL, "wait NULL: -EINVAL");
+	is_int(asyncpool_zc_fd(NULL), -EINVAL, "fd NULL: -EINVAL");
 	is_int(asyncpool_zc_close(zs, 0), 0, "close with nothing in flight: 0");
 	is_int(asyncpool_zc_close(NULL, 0), -EINVAL, "close NULL: -EINVAL");
 	is_int(asyncpool_zc_reap(NULL), -EINVAL, "reap NULL: -EINVAL");
