@@ -17,5 +17,6 @@
 #include <asyncpool/pool.h>
 #include <asyncpool/shm.h>
 #include <asyncpool/shared.h>
+#include <asyncpool/zerocopy.h>
 
 #endif /* ASYNCPOOL_H */

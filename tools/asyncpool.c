@@ -16,9 +16,10 @@ static void usage(FILE *f)
 	fputs("Usage: asyncpool COMMAND [OPTIONS]\n"
 	      "\n"
 	      "Commands:\n"
-	      "  demo    zero-copy TCP loopback over io_uring with leased buffers\n"
-	      "          (--memory, or where io_uring is refused: threads acquire,\n"
-	      "          fill, verify and release buffers of a memory pool)\n"
+	      "  demo    zero-copy TCP loopback over io_uring (or MSG_ZEROCOPY) with leased buffers\n"
+	      "          (--zerocopy, or where io_uring is refused: the same over\n"
+	      "          MSG_ZEROCOPY sockets; --memory, or without either: threads\n"
+	      "          acquire, fill, verify and release buffers of a memory pool)\n"
 	      "  bench   measure acquire+release against a mutex baseline\n"
 	      "  inspect print and check a shared pool and its attachments:\n"
 	      "          inspect [--json] NAME|FD-PATH\n"
@@ -107,6 +108,7 @@ static const struct {
 	{ "demo", "memory", 'M', 0, 0 },
 	{ "demo", "rings", 'r', 1, 64 },
 	{ "demo", "dry", 'd', 0, 0 },
+	{ "demo", "zerocopy", 'z', 0, 0 },
 	{ "bench", "json", 'j', 0, 0 },
 	{ "bench", "threads", 't', 1, 64 },
 	{ "bench", "ops", 'n', 1, 1ul << 40 },

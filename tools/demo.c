@@ -66,6 +66,7 @@ static void *demo_worker(void *arg)
 static void demo_usage(FILE *f)
 {
 	fputs("Usage: asyncpool demo [--mib N] [--memory] [--threads N] [--ops N]\n"
+	      "       asyncpool demo --zerocopy [--mib N]\n"
 	      "       asyncpool demo --rings N [--mib N]\n"
 	      "       asyncpool demo --dry [--mib N]\n", f);
 }
@@ -81,7 +82,7 @@ int cmd_demo(int argc, char **argv)
 	struct demo_thread *t;
 	uint64_t start, ns;
 	unsigned long mib;
-	bool memory, dry;
+	bool memory, dry, zerocopy;
 	unsigned rings;
 	char why[256] = "";
 	int rc;
@@ -93,6 +94,7 @@ int cmd_demo(int argc, char **argv)
 	mib = a.value['m'];     /* 0: the default of the demo chosen */
 	memory = a.given['M'];
 	dry = a.given['d'];
+	zerocopy = a.given['z'];
 	rings = (unsigned)a.value['r'];
 
 	/* Multishot receives that outlive a recv ring running dry. */
@@ -116,7 +118,7 @@ int cmd_demo(int argc, char **argv)
 	}
 
 	/* Zero-copy I/O on io_uring where the kernel lets us. */
-	if (!memory) {
+	if (!memory && !zerocopy) {
 		rc = demo_uring((size_t)mib << 20, why, sizeof(why));
 		if (rc == DEMO_URING_OK) {
 			puts("ok");
@@ -127,7 +129,27 @@ int cmd_demo(int argc, char **argv)
 			puts("FAILED");
 			return TOOL_EXIT_FAILURE;
 		}
-		printf("io_uring is not usable here (%s): running the memory-proactor demo\n", why);
+		printf("io_uring is not usable here (%s): running the MSG_ZEROCOPY demo\n", why);
+		zerocopy = true;
+	}
+	/* Where io_uring is refused (containers): MSG_ZEROCOPY sockets. */
+	if (!memory && zerocopy) {
+		char uring_why[256];
+
+		snprintf(uring_why, sizeof(uring_why), "%s", *why ? why : "not used: --zerocopy");
+		*why = 0;
+		rc = demo_zc((size_t)mib << 20, uring_why, why, sizeof(why));
+		if (rc == DEMO_URING_OK) {
+			puts("ok");
+			return TOOL_EXIT_OK;
+		}
+		if (rc == DEMO_URING_FAILED) {
+			fprintf(stderr, "asyncpool demo: %s\n", why);
+			puts("FAILED");
+			return TOOL_EXIT_FAILURE;
+		}
+		printf("MSG_ZEROCOPY is not usable here either (%s): running the memory-proactor demo\n",
+		       why);
 	}
 
 	rc = tool_memory_pool(&p, &pool, 4096, 64, 0, true);

@@ -46,6 +46,11 @@ int demo_uring(size_t bytes, char *why, size_t whylen);
 int demo_rings(unsigned nrings, size_t bytes, char *why, size_t whylen);
 /* demo_dry.c: multishot receives that outlive a recv ring running dry. */
 int demo_dry(size_t bytes, char *why, size_t whylen);
+/*
+ * demo_zc.c: the same transfer on the MSG_ZEROCOPY socket backend, for
+ * where io_uring is refused (why_not_uring: what the io_uring demo said).
+ */
+int demo_zc(size_t bytes, const char *why_not_uring, char *why, size_t whylen);
 /* A prefaulted slab of count x size bytes registered on p for access. */
 struct asyncpool_region *demo_region(struct asyncpool_proactor *p, size_t size, uint32_t count,
 				     uint32_t access, int *rc);

@@ -1,0 +1,575 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The socket backend on real sockets over 127.0.0.1: TCP and UDP
+ * transfers with every byte checked and every lease back, completions
+ * that coalesce and that arrive after the caller closed the socket, a
+ * peer that resets the connection half way, the copying fallback, and
+ * ENOBUFS from a spent RLIMIT_MEMLOCK.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <asyncpool.h>
+#include "tap.h"
+#include "testutil.h"
+#include "../tools/net.h"
+#include "../tools/pattern.h"
+
+#define BUF (64u * 1024)
+#define NBUF 32u
+
+static struct asyncpool_zc_options zc_opts(uint32_t flags)
+{
+	struct asyncpool_zc_options o;
+
+	memset(&o, 0, sizeof(o));
+	o.size = sizeof(o);
+	o.flags = flags;
+	return o;
+}
+
+static struct asyncpool_zc_stats zc_stats(struct asyncpool_zc *zs)
+{
+	struct asyncpool_zc_stats st;
+
+	memset(&st, 0, sizeof(st));
+	st.size = sizeof(st);
+	if (asyncpool_zc_stats(zs, &st))
+		bail_out("asyncpool_zc_stats");
+	return st;
+}
+
+/* A reader of one stream: asyncpool_zc_recv() into leases, every byte checked. */
+struct reader {
+	pthread_t tid;
+	struct asyncpool *pool;
+	int fd;
+	size_t got, bad;
+	unsigned long leases;
+	int err;
+};
+
+static void *reader_run(void *arg)
+{
+	struct reader *r = arg;
+
+	for (;;) {
+		struct asyncpool_lease l;
+		int n = asyncpool_zc_recv(r->pool, r->fd, 0, &l);
+
+		if (n == -ENOBUFS)
+			continue;       /* cannot happen: one lease at a time */
+		if (n <= 0) {
+			r->err = n;
+			return NULL;
+		}
+		r->bad += pattern_check(asyncpool_span_ptr(l.span), r->got, l.span.length);
+		r->got += l.span.length;
+		r->leases++;
+		asyncpool_lease_release(&l);
+	}
+}
+
+/*
+ * Send bytes of pattern over zs from pool: whole leases, every eighth
+ * one in two halves kept (ASYNCPOOL_ZC_KEEP) and then handed over with
+ * asyncpool_zc_release(); short sends go on from where they stopped.
+ * 0 or -errno.
+ */
+static int send_stream(struct asyncpool_zc *zs, struct asyncpool *pool, size_t bytes)
+{
+	size_t pos = 0;
+	unsigned k = 0;
+
+	while (pos < bytes) {
+		struct asyncpool_lease l;
+		size_t len = bytes - pos < BUF ? bytes - pos : BUF, off = 0;
+		int rc = asyncpool_acquire(pool, &l);
+
+		if (rc == -ENOBUFS) {
+			rc = asyncpool_zc_wait(zs, -1);
+			if (rc < 0)
+				return rc;
+			continue;
+		}
+		if (rc)
+			return rc;
+		pattern_fill(asyncpool_span_ptr(l.span), pos, len);
+		if (++k % 8 == 0) {
+			while (off < len) {
+				size_t part = off < len / 2 ? len / 2 - off : len - off;
+
+				rc = asyncpool_zc_send(zs, &l, off, part, 0, ASYNCPOOL_ZC_KEEP);
+				if (rc < 0)
+					return rc;
+				off += (size_t)rc;
+			}
+			if (!asyncpool_lease_held(&l))
+				return -EPROTO;
+			rc = asyncpool_zc_release(zs, &l);
+			if (rc)
+				return rc;
+		} else {
+			while (off < len) {
+				rc = asyncpool_zc_send(zs, &l, off, len - off, 0, 0);
+				if (rc < 0)
+					return rc;
+				off += (size_t)rc;
+			}
+		}
+		if (asyncpool_lease_held(&l))
+			return -EPROTO;
+		pos += len;
+	}
+	return 0;
+}
+
+static struct asyncpool_proactor *mp;
+
+static void test_args(struct asyncpool *pool)
+{
+	struct asyncpool_zc_options o = zc_opts(0);
+	struct asyncpool_zc *zs = (void *)1;
+	struct asyncpool_lease l, none;
+	int pfd[2], a, b, u;
+
+	is_int(asyncpool_zc_open(-1, NULL, &zs), -EINVAL, "open: fd -1: -EINVAL");
+	ok(zs == NULL, "and *out is NULL");
+	if (pipe(pfd))
+		bail_out("pipe");
+	is_int(asyncpool_zc_open(pfd[0], NULL, &zs), -ENOTSOCK, "open: a pipe: -ENOTSOCK");
+	close(pfd[0]);
+	close(pfd[1]);
+	u = socket(AF_UNIX, SOCK_STREAM, 0);
+	is_int(asyncpool_zc_open(u, NULL, &zs), -EOPNOTSUPP, "open: a Unix socket: -EOPNOTSUPP");
+	close(u);
+	if (tcp_loopback_pair(&a, &b))
+		bail_out("tcp_loopback_pair");
+	o.flags = 1u << 7;
+	is_int(asyncpool_zc_open(a, &o, &zs), -EINVAL, "open: an unknown flag: -EINVAL");
+	o = zc_opts(0);
+	o.reserved[2] = 1;
+	is_int(asyncpool_zc_open(a, &o, &zs), -EINVAL, "open: a reserved field set: -EINVAL");
+	o = zc_opts(0);
+	o.size = 8;
+	is_int(asyncpool_zc_open(a, &o, &zs), -EINVAL, "open: size below the first version: -EINVAL");
+	is_int(asyncpool_zc_open(a, NULL, NULL), -EINVAL, "open: out NULL: -EINVAL");
+	is_int(asyncpool_zc_open(a, NULL, &zs), 0, "open: defaults");
+	ok(asyncpool_zc_fd(zs) >= 0 && asyncpool_zc_fd(zs) != a, "it holds its own descriptor");
+	if (asyncpool_acquire(pool, &l))
+		bail_out("acquire");
+	memset(&none, 0, sizeof(none));
+	is_int(asyncpool_zc_send(zs, &none, 0, 1, 0, 0), -EINVAL, "send: a lease not held: -EINVAL");
+	is_int(asyncpool_zc_send(zs, &l, 0, 0, 0, 0), -EINVAL, "send: length 0: -EINVAL");
+	is_int(asyncpool_zc_send(zs, &l, 1, BUF, 0, 0), -EINVAL, "send: beyond the span: -EINVAL");
+	is_int(asyncpool_zc_send(zs, &l, BUF + 1, 0, 0, 0), -EINVAL, "send: offset beyond: -EINVAL");
+	is_int(asyncpool_zc_send(zs, &l, 0, 1, 0, 1u << 5), -EINVAL, "send: an unknown flag: -EINVAL");
+	is_int(asyncpool_zc_send(zs, &l, 0, 1, 0x4000000 /* MSG_ZEROCOPY */, 0), -EINVAL,
+	       "send: MSG_ZEROCOPY is the backend's to give: -EINVAL");
+	ok(asyncpool_lease_held(&l), "the lease is still the caller's after each");
+	is_int(asyncpool_zc_release(zs, &none), -EINVAL, "release: a lease not held: -EINVAL");
+	is_int(asyncpool_zc_release(zs, &l), 0, "release: a lease never sent goes back at once");
+	is_int(asyncpool_available(pool), NBUF, "pool full");
+	{
+		struct asyncpool_zc_stats st;
+
+		memset(&st, 0, sizeof(st));
+		is_int(asyncpool_zc_stats(zs, &st), -EINVAL, "stats: size 0: -EINVAL");
+		st.size = 8192;
+		is_int(asyncpool_zc_stats(zs, &st), -E2BIG, "stats: size beyond a page: -E2BIG");
+		st.size = sizeof(st);
+		is_int(asyncpool_zc_stats(NULL, &st), -EINVAL, "stats: NULL: -EINVAL");
+		is_int(asyncpool_zc_stats(zs, &st), 0, "stats");
+		ok(st.flags == ASYNCPOOL_ZC_ZEROCOPY && st.sends == 0 && st.leases_out == 0,
+		   "stats: zero-copy, nothing sent, nothing out");
+	}
+	is_int(asyncpool_zc_wait(zs, 0), 0, "wait with nothing in flight: 0");
+	is_int(asyncpool_zc_wait(NULL, 0), -EINVAL, "wait NULL: -EINVAL");
+	is_int(asyncpool_zc_fd(NULL), -EINVAL, "fd NULL: -EINVAL");
+	is_int(asyncpool_zc_close(zs, 0), 0, "close with nothing in flight: 0");
+	is_int(asyncpool_zc_close(NULL, 0), -EINVAL, "close NULL: -EINVAL");
+	is_int(asyncpool_zc_reap(NULL), -EINVAL, "reap NULL: -EINVAL");
+	is_int(asyncpool_zc_recv(NULL, b, 0, &l), -EINVAL, "recv: pool NULL: -EINVAL");
+	is_int(asyncpool_zc_recv(pool, b, MSG_DONTWAIT, &l), -EAGAIN, "recv: nothing to read: -EAGAIN");
+	ok(!asyncpool_lease_held(&l) && asyncpool_available(pool) == NBUF,
+	   "and the lease went back");
+	close(a);
+	is_int(asyncpool_zc_recv(pool, b, 0, &l), 0, "recv at end of stream: 0");
+	ok(!asyncpool_lease_held(&l) && asyncpool_available(pool) == NBUF,
+	   "and the lease went back");
+	close(b);
+}
+
+/* A TCP stream of bytes, zero-copy or copying; every byte and lease back. */
+static void test_tcp(struct asyncpool *pool, struct asyncpool *rxpool, uint32_t flags,
+		     size_t bytes, const char *what)
+{
+	struct asyncpool_zc_options o = zc_opts(flags);
+	struct asyncpool_zc_stats st;
+	struct asyncpool_zc *zs;
+	struct reader r;
+	int a, b, rc;
+
+	if (tcp_loopback_pair(&a, &b))
+		bail_out("tcp_loopback_pair");
+	is_int(asyncpool_zc_open(a, &o, &zs), 0, "%s: open", what);
+	memset(&r, 0, sizeof(r));
+	r.pool = rxpool;
+	r.fd = b;
+	pthread_create(&r.tid, NULL, reader_run, &r);
+	rc = send_stream(zs, pool, bytes);
+	is_int(rc, 0, "%s: %zu MiB sent", what, bytes >> 20);
+	shutdown(a, SHUT_WR);
+	pthread_join(r.tid, NULL);
+	ok(r.err == 0 && r.got == bytes && r.bad == 0,
+	   "%s: every byte received and right (%zu of %zu, %zu wrong, in %lu leases)", what,
+	   r.got, bytes, r.bad, r.leases);
+	rc = 0;
+	while (zc_stats(zs).pending && rc >= 0)
+		rc = asyncpool_zc_wait(zs, -1);
+	st = zc_stats(zs);
+	if (flags & ASYNCPOOL_ZC_COPY) {
+		ok(st.sends == 0 && st.copy_sends >= bytes / BUF && st.notifications == 0,
+		   "%s: %llu copying sends, no sequence number used", what,
+		   (unsigned long long)st.copy_sends);
+		ok(!(st.flags & ASYNCPOOL_ZC_ZEROCOPY), "%s: stats say it copies", what);
+	} else {
+		ok(st.sends >= bytes / BUF && st.completions == st.sends && st.pending == 0,
+		   "%s: %llu sends, every one reported complete", what,
+		   (unsigned long long)st.sends);
+		ok(st.notifications >= 1 && st.notifications <= st.completions && st.bad_ranges == 0,
+		   "%s: in %llu ranges (%llu copied), none bad", what,
+		   (unsigned long long)st.notifications, (unsigned long long)st.copied);
+	}
+	is_int(st.leases_out, 0, "%s: no lease out", what);
+	is_int(asyncpool_available(pool), NBUF, "%s: every lease back in the pool", what);
+	is_int(asyncpool_zc_close(zs, 0), 0, "%s: close", what);
+	close(a);
+	close(b);
+}
+
+/*
+ * The receiver reads nothing until the sender is stuck: the leases sit in
+ * the sender's write queue.  The caller closes its socket; the backend's
+ * own reference keeps the completions coming, coalesced, once the reader
+ * drains the stream.
+ */
+static void test_after_close(struct asyncpool *pool)
+{
+	struct asyncpool_zc_options o = zc_opts(ASYNCPOOL_ZC_NO_FALLBACK);
+	struct asyncpool_zc_stats st;
+	struct asyncpool_zc *zs;
+	size_t sent = 0, got = 0, bad = 0;
+	int a, b, small = 32 * 1024, rc;
+	unsigned char *buf = malloc(BUF);
+
+	if (!buf || tcp_loopback_pair(&a, &b))
+		bail_out("tcp_loopback_pair");
+	setsockopt(a, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	setsockopt(b, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	is_int(asyncpool_zc_open(a, &o, &zs), 0, "after close: open");
+	/* 4 KiB sends, each a sequence number, until the socket is full. */
+	for (rc = 1; rc > 0;) {
+		struct asyncpool_lease l;
+
+		if (asyncpool_acquire(pool, &l))
+			break;
+		pattern_fill(asyncpool_span_ptr(l.span), sent, BUF);
+		for (size_t off = 0; off < BUF; off += (size_t)rc) {
+			rc = asyncpool_zc_send(zs, &l, off, BUF - off < 4096 ? BUF - off : 4096,
+					       MSG_DONTWAIT, ASYNCPOOL_ZC_KEEP);
+			if (rc <= 0)
+				break;
+			sent += (size_t)rc;
+		}
+		/* Kept, then handed over: what did not go stays unsent. */
+		asyncpool_zc_release(zs, &l);
+	}
+	st = zc_stats(zs);
+	ok(sent > 0 && st.pending > 0 && st.leases_out > 0,
+	   "after close: %zu bytes sent, %llu sends pending, %u leases out", sent,
+	   (unsigned long long)st.pending, st.leases_out);
+	close(a);       /* the caller's descriptor: the socket lives on in the backend */
+	is_int(asyncpool_zc_close(zs, 0), -EBUSY, "after close: close(timeout 0) with sends pending: -EBUSY");
+	ok(asyncpool_available(pool) < NBUF, "after close: the leases stay out");
+	while (got < sent) {
+		ssize_t n = read(b, buf, BUF);
+
+		if (n <= 0)
+			break;
+		bad += pattern_check(buf, got, (size_t)n);
+		got += (size_t)n;
+	}
+	ok(got == sent && bad == 0, "after close: the reader got every byte right (%zu of %zu)",
+	   got, sent);
+	while ((st = zc_stats(zs)).pending && asyncpool_zc_wait(zs, -1) >= 0)
+		;
+	st = zc_stats(zs);
+	ok(st.completions == st.sends && st.leases_out == 0,
+	   "after close: %llu completions arrived after close(2)", (unsigned long long)st.completions);
+	ok(st.sends < 2 || st.notifications < st.sends,
+	   "after close: ranges coalesced (%llu ranges for %llu sends)",
+	   (unsigned long long)st.notifications, (unsigned long long)st.sends);
+	is_int(asyncpool_available(pool), NBUF, "after close: every lease back");
+	is_int(asyncpool_zc_close(zs, -1), 0, "after close: close");
+	close(b);
+	free(buf);
+}
+
+/* The peer resets the connection with unread data: the sends in flight
+ * complete (the kernel purges them), the failing one stays the caller's. */
+static void test_reset(struct asyncpool *pool)
+{
+	struct asyncpool_zc_options o = zc_opts(ASYNCPOOL_ZC_NO_FALLBACK);
+	struct asyncpool_zc_stats st;
+	struct asyncpool_zc *zs;
+	struct linger lg = { 1, 0 };
+	int a, b, rc = 0, i;
+
+	if (tcp_loopback_pair(&a, &b))
+		bail_out("tcp_loopback_pair");
+	is_int(asyncpool_zc_open(a, &o, &zs), 0, "reset: open");
+	for (i = 0; i < 4; i++) {
+		struct asyncpool_lease l;
+
+		if (asyncpool_acquire(pool, &l))
+			bail_out("acquire");
+		rc = asyncpool_zc_send(zs, &l, 0, BUF, MSG_DONTWAIT, 0);
+		if (rc != (int)BUF)
+			asyncpool_zc_release(zs, &l);
+	}
+	setsockopt(b, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(b);       /* unread data and linger 0: a reset */
+	for (i = 0; i < 10000; i++) {
+		struct asyncpool_lease l;
+
+		while (asyncpool_acquire(pool, &l))
+			if (asyncpool_zc_wait(zs, -1) < 0)
+				bail_out("wait");
+		rc = asyncpool_zc_send(zs, &l, 0, BUF, 0, 0);
+		if (rc < 0) {
+			ok(asyncpool_lease_held(&l), "reset: the failed send left the lease with the caller");
+			asyncpool_lease_release(&l);
+			break;
+		}
+	}
+	ok(rc == -ECONNRESET || rc == -EPIPE, "reset: the send failed with %d (-ECONNRESET or -EPIPE)", rc);
+	is_int(asyncpool_zc_close(zs, -1), 0, "reset: close waits for the purged sends");
+	is_int(asyncpool_available(pool), NBUF, "reset: every lease back");
+	(void)st;
+	close(a);
+}
+
+/* The kernel copies loopback traffic (skb_orphan_frags_rx): by default
+ * the socket gives up MSG_ZEROCOPY after fallback_after copied ones. */
+static void test_fallback_stats(struct asyncpool *pool, struct asyncpool *rxpool)
+{
+	struct asyncpool_zc_options o = zc_opts(0);
+	struct asyncpool_zc_stats st;
+	struct asyncpool_zc *zs;
+	struct reader r;
+	int a, b;
+
+	o.fallback_after = 8;
+	if (tcp_loopback_pair(&a, &b))
+		bail_out("tcp_loopback_pair");
+	if (asyncpool_zc_open(a, &o, &zs))
+		bail_out("open");
+	memset(&r, 0, sizeof(r));
+	r.pool = rxpool;
+	r.fd = b;
+	pthread_create(&r.tid, NULL, reader_run, &r);
+	send_stream(zs, pool, 4u << 20);
+	shutdown(a, SHUT_WR);
+	pthread_join(r.tid, NULL);
+	while (zc_stats(zs).pending && asyncpool_zc_wait(zs, -1) >= 0)
+		;
+	st = zc_stats(zs);
+	if (st.copied == st.completions && st.completions >= 8) {
+		ok((st.flags & ASYNCPOOL_ZC_FELL_BACK) && !(st.flags & ASYNCPOOL_ZC_ZEROCOPY),
+		   "fallback: every completion copied (%llu): the socket fell back to copying",
+		   (unsigned long long)st.copied);
+		ok(st.copy_sends > 0, "fallback: and sent %llu times by copying after",
+		   (unsigned long long)st.copy_sends);
+	} else if (st.copied == 0) {
+		ok(!(st.flags & ASYNCPOOL_ZC_FELL_BACK) && st.copy_sends == 0,
+		   "fallback: the kernel copied nothing: no fallback");
+		skip(1, "this kernel does not copy loopback MSG_ZEROCOPY sends");
+	} else {
+		ok(1, "fallback: %llu of %llu copied", (unsigned long long)st.copied,
+		   (unsigned long long)st.completions);
+		skip(1, "mixed copied and zero-copy completions");
+	}
+	asyncpool_zc_close(zs, -1);
+	close(a);
+	close(b);
+	is_int(asyncpool_available(pool), NBUF, "fallback: every lease back");
+}
+
+/* UDP (Linux 5.0): connected datagrams, each a lease, each received whole. */
+static void test_udp(struct asyncpool *pool, struct asyncpool *rxpool)
+{
+	struct asyncpool_zc_options o = zc_opts(ASYNCPOOL_ZC_NO_FALLBACK);
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct asyncpool_zc_stats st;
+	struct asyncpool_zc *zs;
+	socklen_t sl = sizeof(sa);
+	size_t bad = 0, got = 0;
+	const size_t dgram = 8192;
+	int s, r, rc = 0;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	s = socket(AF_INET, SOCK_DGRAM, 0);
+	r = socket(AF_INET, SOCK_DGRAM, 0);
+	if (bind(r, (struct sockaddr *)&sa, sizeof(sa)) || getsockname(r, (struct sockaddr *)&sa, &sl) ||
+	    connect(s, (struct sockaddr *)&sa, sizeof(sa)))
+		bail_out("udp sockets");
+	is_int(asyncpool_zc_open(s, &o, &zs), 0, "udp: open");
+	for (unsigned i = 0; i < 256 && rc >= 0; i++) {
+		struct asyncpool_lease l, in;
+
+		while (asyncpool_acquire(pool, &l))
+			if (asyncpool_zc_wait(zs, -1) < 0)
+				bail_out("wait");
+		pattern_fill(asyncpool_span_ptr(l.span), (uint64_t)i * dgram, dgram);
+		rc = asyncpool_zc_send(zs, &l, 0, dgram, 0, 0);
+		if (rc != (int)dgram)
+			break;
+		rc = asyncpool_zc_recv(rxpool, r, 0, &in);
+		if (rc != (int)dgram)
+			break;
+		bad += pattern_check(asyncpool_span_ptr(in.span), (uint64_t)i * dgram, in.span.length);
+		got += in.span.length;
+		asyncpool_lease_release(&in);
+	}
+	ok(got == 256 * dgram && bad == 0, "udp: 256 datagrams of 8 KiB, every byte right (rc %d)", rc);
+	while (zc_stats(zs).pending && asyncpool_zc_wait(zs, -1) >= 0)
+		;
+	st = zc_stats(zs);
+	ok(st.sends == 256 && st.completions == 256, "udp: 256 sends, 256 completions (%llu ranges)",
+	   (unsigned long long)st.notifications);
+	is_int(asyncpool_available(pool), NBUF, "udp: every lease back");
+	is_int(asyncpool_zc_close(zs, 0), 0, "udp: close");
+	close(s);
+	close(r);
+}
+
+/*
+ * RLIMIT_MEMLOCK 0 without CAP_IPC_LOCK: the kernel refuses to pin the
+ * pages of any send (mm_account_pinned_pages: ENOBUFS).  With nothing in
+ * flight to wait for, the backend reaps, tries again, and copies.
+ */
+static int enobufs_child(struct asyncpool *pool)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+	struct rlimit rl = { 0, 0 };
+	struct asyncpool_zc_options o = zc_opts(ASYNCPOOL_ZC_NO_FALLBACK);
+	struct asyncpool_zc_stats st;
+	struct asyncpool_zc *zs;
+	struct asyncpool_lease l;
+	unsigned char *buf = malloc(BUF);
+	int a, b, rc;
+
+	if (syscall(SYS_capget, &h, d))
+		return 10;
+	d[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+	d[CAP_IPC_LOCK / 32].permitted &= ~(1u << (CAP_IPC_LOCK % 32));
+	if (syscall(SYS_capset, &h, d) || setrlimit(RLIMIT_MEMLOCK, &rl))
+		return 11;
+	if (tcp_loopback_pair(&a, &b) || asyncpool_zc_open(a, &o, &zs))
+		return 12;
+	if (asyncpool_acquire(pool, &l))
+		return 13;
+	pattern_fill(asyncpool_span_ptr(l.span), 0, BUF);
+	rc = asyncpool_zc_send(zs, &l, 0, BUF, 0, 0);
+	if (rc != (int)BUF)
+		return 14;
+	st = zc_stats(zs);
+	if (st.enobufs != 2 || st.enobufs_copies != 1 || st.sends != 0 || st.copy_sends != 1)
+		return 15;
+	if (asyncpool_lease_held(&l) || asyncpool_available(pool) != NBUF)
+		return 16;
+	if (read(b, buf, BUF) <= 0 || pattern_check(buf, 0, 1000))
+		return 17;
+	return asyncpool_zc_close(zs, 0) ? 18 : 0;
+}
+
+static void test_enobufs(struct asyncpool *pool)
+{
+	pid_t pid;
+	int st;
+
+	fflush(stdout);
+	pid = fork_or_bail();
+	if (pid == 0)
+		_exit(enobufs_child(pool));
+	waitpid(pid, &st, 0);
+	if (WIFEXITED(st) && (WEXITSTATUS(st) == 10 || WEXITSTATUS(st) == 11)) {
+		skip(1, "cannot drop CAP_IPC_LOCK or lower RLIMIT_MEMLOCK");
+		return;
+	}
+	is_int(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0,
+	       "ENOBUFS (RLIMIT_MEMLOCK 0): reaped, tried again, copied; the lease back");
+}
+
+int main(void)
+{
+	struct asyncpool_backend_info bi;
+	struct asyncpool *pool, *rxpool;
+
+	alarm(120);
+	memset(&bi, 0, sizeof(bi));
+	is_int(asyncpool_backend_probe(&bi), -EINVAL, "probe: size 0: -EINVAL");
+	is_int(asyncpool_backend_probe(NULL), -EINVAL, "probe: NULL: -EINVAL");
+	bi.size = sizeof(bi);
+	is_int(asyncpool_backend_probe(&bi), 0, "probe");
+	ok(bi.backends & ASYNCPOOL_BACKEND_MEMORY, "probe: the memory backend is always there");
+	ok(bi.best == ((bi.backends & ASYNCPOOL_BACKEND_URING) ? ASYNCPOOL_BACKEND_URING :
+		       (bi.backends & ASYNCPOOL_BACKEND_ZEROCOPY_TCP) ?
+		       ASYNCPOOL_BACKEND_ZEROCOPY_TCP : ASYNCPOOL_BACKEND_MEMORY),
+	   "probe: best is io_uring, else MSG_ZEROCOPY, else memory (0x%x of 0x%x; io_uring %d, "
+	   "io_uring_disabled %d)", bi.best, bi.backends, bi.uring_error, bi.uring_disabled);
+	ok(!(bi.backends & ASYNCPOOL_BACKEND_URING) == !!bi.uring_error,
+	   "probe: io_uring there exactly when its setup worked");
+	if (!(bi.backends & ASYNCPOOL_BACKEND_ZEROCOPY_TCP)) {
+		skip(1, "no SO_ZEROCOPY on TCP here (%d): Linux 4.14 or later", bi.zerocopy_error);
+		return done_testing();
+	}
+	if (asyncpool_proactor_create_memory(&mp))
+		bail_out("proactor");
+	pool = make_pool(mp, BUF, NBUF, 0);
+	rxpool = make_pool(mp, BUF, 8, 0);
+
+	test_args(pool);
+	test_tcp(pool, rxpool, ASYNCPOOL_ZC_NO_FALLBACK, 64u << 20, "tcp zero-copy");
+	test_tcp(pool, rxpool, ASYNCPOOL_ZC_COPY, 16u << 20, "tcp copying");
+	test_after_close(pool);
+	test_reset(pool);
+	test_fallback_stats(pool, rxpool);
+	if (bi.backends & ASYNCPOOL_BACKEND_ZEROCOPY_UDP)
+		test_udp(pool, rxpool);
+	else
+		skip(1, "no SO_ZEROCOPY on UDP here: Linux 5.0 or later");
+	test_enobufs(pool);
+
+	is_int(asyncpool_available(rxpool), 8, "the receive pool is full too");
+	asyncpool_destroy(rxpool);
+	asyncpool_destroy(pool);
+	asyncpool_proactor_destroy(mp);
+	return done_testing();
+}
