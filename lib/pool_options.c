@@ -16,8 +16,10 @@
 static int check_siblings(const struct asyncpool_region *r,
 			  struct asyncpool_region *const *sib, uint32_t n)
 {
+	/* No siblings, whatever the pointer: o.siblings = r + 1 with
+	 * o.sibling_count = nrings - 1 must work for a single ring too. */
 	if (n == 0)
-		return sib ? -EINVAL : 0;
+		return 0;
 	if (!sib || !r)
 		return -EINVAL;
 	for (uint32_t i = 0; i < n; i++) {
