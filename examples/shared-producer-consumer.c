@@ -172,7 +172,9 @@ int main(int argc, char **argv)
 	if (pipe(tokens) || pipe(ready))
 		return 1;
 
-	/* The victim: killed while it holds HELD buffers. */
+	/* The victim: killed while it holds HELD buffers.  (stdout is
+	 * flushed before each fork, or a child could print it again.) */
+	fflush(stdout);
 	dead = fork();
 	if (dead == 0)
 		victim(name, ready[1]);
@@ -188,6 +190,7 @@ int main(int argc, char **argv)
 	       WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL ? "SIGKILL" : "?");
 
 	/* The producers, and the parent consumes what they send. */
+	fflush(stdout);
 	for (uint32_t i = 0; i < PRODUCERS; i++) {
 		pid[i] = fork();
 		if (pid[i] == 0) {
