@@ -159,6 +159,9 @@ AP_EXPORT int asyncpool_destroy(struct asyncpool *pool)
 	ap_detach(pool);
 	if (pool->owns_storage)
 		munmap(pool->storage, pool->storage_size);
+	for (uint32_t i = 0; i < pool->sibling_count; i++)
+		asyncpool_region_unref(pool->siblings[i]);
+	free(pool->siblings);
 	asyncpool_region_unref(pool->region);
 	free(pool);
 	return 0;

@@ -47,6 +47,10 @@ struct asyncpool {
 	_Atomic uint64_t         reclaim_after; /* no automatic reclaim before (coarse ns) */
 	_Atomic bool             reclaiming;    /* a thread of this handle is in ap_reclaim */
 	struct ap_depot         *depot;         /* a local pool's, with caches (pool_depot.c) */
+	/* Regions of the same slab on other proactors, held until destroy
+	 * (asyncpool_options.siblings, pool_options.c). */
+	struct asyncpool_region **siblings;
+	uint32_t                 sibling_count;
 };
 
 /* A lease on buffer idx of pool, generation gen, given back through fn. */

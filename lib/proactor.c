@@ -59,6 +59,7 @@ AP_EXPORT int asyncpool_proactor_stats(const struct asyncpool_proactor *p,
 		st.size = size;
 		if (p->ops->proactor_stats)
 			p->ops->proactor_stats((struct asyncpool_proactor *)p, &st);
+		st.live_regions = atomic_load_explicit(&p->regions, memory_order_relaxed);
 		memcpy(out, &st, size);
 	}
 	return 0;
@@ -104,4 +105,44 @@ AP_EXPORT int asyncpool_proactor_register_slab(struct asyncpool_proactor *p,
 	atomic_fetch_add_explicit(&p->regions, 1, memory_order_relaxed);
 	*out = r;
 	return 0;
+}
+
+AP_EXPORT int asyncpool_proactor_register_slab_many(struct asyncpool_proactor *const *proactors,
+						    uint32_t count, struct asyncpool_slab *slab,
+						    uint32_t access, struct asyncpool_region **regions)
+{
+	uint32_t i;
+	int rc = 0;
+
+	if (!regions || count == 0)
+		return -EINVAL;
+	memset(regions, 0, count * sizeof(*regions));
+	if (!proactors || !slab)
+		return -EINVAL;
+	/* Checked before the first registration, so that bad input changes
+	 * nothing: a NULL, or one proactor twice (two runs of slots on one
+	 * ring is never what a caller of this meant). */
+	for (i = 0; i < count; i++) {
+		if (!proactors[i])
+			return -EINVAL;
+		for (uint32_t j = 0; j < i; j++)
+			if (proactors[j] == proactors[i])
+				return -EINVAL;
+	}
+	for (i = 0; i < count; i++) {
+		rc = asyncpool_proactor_register_slab(proactors[i], slab, access, &regions[i]);
+		if (rc)
+			break;
+	}
+	if (rc) {
+		/* Undo in reverse.  A region unreferenced on a thread that is
+		 * not its ring's owner is unregistered later by the owner
+		 * (asyncpool_proactor_run_deferred(3)); it is gone from the
+		 * proactor's live count now either way. */
+		while (i-- > 0) {
+			asyncpool_region_unref(regions[i]);
+			regions[i] = NULL;
+		}
+	}
+	return rc;
 }

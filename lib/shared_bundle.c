@@ -214,33 +214,93 @@ static int bundle_open(struct asyncpool_shared *sp, struct asyncpool_proactor *p
 			    reclaim);
 }
 
-static int bundle_open_common(int fd, const char *name, uint32_t flags,
-			      struct asyncpool_proactor *p, struct asyncpool_shared **out)
+/* The smallest open options struct this library accepts: up to proactor. */
+#define OPEN_OPTS_V1 (offsetof(struct asyncpool_shared_open_options, reserved))
+
+/* Open the object of checked options o and build the handle over it. */
+static int bundle_open_checked(const struct asyncpool_shared_open_options *o,
+			       struct asyncpool_shared **out)
 {
-	uint32_t shm_flags = flags & ~ASYNCPOOL_SHARED_OPEN_NO_RECLAIM;
+	uint32_t shm_flags = o->flags & ~ASYNCPOOL_SHARED_OPEN_NO_RECLAIM;
 	struct asyncpool_shared *sp;
 	int rc;
 
-	if (!out)
-		return -EINVAL;
-	*out = NULL;
 	sp = calloc(1, sizeof(*sp));
 	if (!sp)
 		return -ENOMEM;
 	sp->shm.fd = -1;
-	rc = name ? asyncpool_shm_open_named_flags(name, shm_flags, &sp->shm) :
-		    asyncpool_shm_open_fd_flags(fd, shm_flags, &sp->shm);
+	rc = o->name ? asyncpool_shm_open_named_flags(o->name, shm_flags, &sp->shm) :
+		       asyncpool_shm_open_fd_flags(o->fd, shm_flags, &sp->shm);
 	if (rc) {
 		free(sp);
 		return rc;
 	}
-	rc = bundle_open(sp, p, !(flags & ASYNCPOOL_SHARED_OPEN_NO_RECLAIM));
+	rc = bundle_open(sp, o->proactor, !(o->flags & ASYNCPOOL_SHARED_OPEN_NO_RECLAIM));
 	if (rc) {
 		bundle_free(sp);
 		return rc;
 	}
 	*out = sp;
 	return 0;
+}
+
+AP_EXPORT int asyncpool_shared_open(const struct asyncpool_shared_open_options *opts,
+				    struct asyncpool_shared **out)
+{
+	struct asyncpool_shared_open_options o;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	rc = ap_opts_copy(&o, sizeof(o), opts, OPEN_OPTS_V1);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < sizeof(o.reserved) / sizeof(o.reserved[0]); i++)
+		if (o.reserved[i])
+			return -EINVAL;
+	/* Exactly one of the two: an fd of 0 is a real fd, so a caller
+	 * that zeroed the struct and set a name must also set fd to -1. */
+	if ((o.fd >= 0) == (o.name != NULL))
+		return -EINVAL;
+	/* The flags that apply to the kind of object (shm.c checks its own
+	 * again; this keeps the wrong one from reaching the wrong call). */
+	if (o.flags & ~(ASYNCPOOL_SHARED_OPEN_NO_RECLAIM |
+			(o.name ? ASYNCPOOL_SHM_OPEN_OTHER_WRITERS : ASYNCPOOL_SHM_OPEN_UNSEALED)))
+		return -EINVAL;
+	return bundle_open_checked(&o, out);
+}
+
+/* The six open calls of 1.0 and 1.1: asyncpool_shared_open() with one
+ * or two of its options set. */
+static int bundle_open_common(int fd, const char *name, uint32_t flags,
+			      struct asyncpool_proactor *p, struct asyncpool_shared **out)
+{
+	struct asyncpool_shared_open_options o;
+
+	memset(&o, 0, sizeof(o));
+	o.size = sizeof(o);
+	o.fd = name ? -1 : fd;
+	o.name = name;
+	o.flags = flags;
+	o.proactor = p;
+	return asyncpool_shared_open(&o, out);
+}
+
+/* An fd: a negative one is -EBADF here, as in 1.0 (asyncpool_shared_open()
+ * cannot tell it from "no fd" and says -EINVAL). */
+static int bundle_open_fd(int fd, uint32_t flags, struct asyncpool_proactor *p,
+			  struct asyncpool_shared **out)
+{
+	if (fd < 0) {
+		if (!out)
+			return -EINVAL;
+		*out = NULL;
+		if (flags & ~(ASYNCPOOL_SHARED_OPEN_NO_RECLAIM | ASYNCPOOL_SHM_OPEN_UNSEALED))
+			return -EINVAL;
+		return -EBADF;
+	}
+	return bundle_open_common(fd, NULL, flags, p, out);
 }
 
 /* A name, or -EINVAL with *out cleared. */
@@ -257,7 +317,7 @@ static int bundle_open_named(const char *name, uint32_t flags, struct asyncpool_
 
 AP_EXPORT int asyncpool_shared_open_fd(int fd, struct asyncpool_shared **out)
 {
-	return bundle_open_common(fd, NULL, 0, NULL, out);
+	return bundle_open_fd(fd, 0, NULL, out);
 }
 
 AP_EXPORT int asyncpool_shared_open_named(const char *name, struct asyncpool_shared **out)
@@ -268,7 +328,7 @@ AP_EXPORT int asyncpool_shared_open_named(const char *name, struct asyncpool_sha
 AP_EXPORT int asyncpool_shared_open_fd_flags(int fd, uint32_t flags,
 					     struct asyncpool_shared **out)
 {
-	return bundle_open_common(fd, NULL, flags, NULL, out);
+	return bundle_open_fd(fd, flags, NULL, out);
 }
 
 AP_EXPORT int asyncpool_shared_open_named_flags(const char *name, uint32_t flags,
@@ -280,7 +340,7 @@ AP_EXPORT int asyncpool_shared_open_named_flags(const char *name, uint32_t flags
 AP_EXPORT int asyncpool_shared_open_fd_proactor(int fd, struct asyncpool_proactor *p,
 						struct asyncpool_shared **out)
 {
-	return bundle_open_common(fd, NULL, 0, p, out);
+	return bundle_open_fd(fd, 0, p, out);
 }
 
 AP_EXPORT int asyncpool_shared_open_named_proactor(const char *name, struct asyncpool_proactor *p,

@@ -143,6 +143,23 @@ static int call_shared(void *arg)
 	return rc;
 }
 
+static struct asyncpool_shared *bundle;
+
+static int call_shared_open(void *arg)
+{
+	struct call *c = arg;
+	struct asyncpool_shared_open_options *o = c->at;
+	struct asyncpool_shared *sp;
+	int rc;
+
+	o->size = c->size;
+	o->fd = asyncpool_shared_fd(bundle);
+	rc = asyncpool_shared_open(o, &sp);
+	if (rc == 0)
+		asyncpool_shared_close(sp);
+	return rc;
+}
+
 static int call_stats(void *arg)
 {
 	struct call *c = arg;
@@ -291,6 +308,13 @@ static void setup(void)
 	po.cache_size = 4;
 	if (asyncpool_create(region, &pool) || asyncpool_create_opts(region, &po, &cached))
 		bail_out("pools");
+	{
+		struct asyncpool_shared_options o;
+
+		shared_options(&o, 4096, 4);
+		if (asyncpool_shared_create(&o, &bundle))
+			bail_out("shared_create");
+	}
 }
 
 int main(void)
@@ -299,10 +323,13 @@ int main(void)
 	struct_bounds("slab_create", call_slab, sizeof(struct asyncpool_slab_options), false);
 	struct_bounds("create_opts", call_opts, sizeof(struct asyncpool_options), false);
 	struct_bounds("shared_create", call_shared, sizeof(struct asyncpool_shared_options), false);
+	struct_bounds("shared_open", call_shared_open,
+		      sizeof(struct asyncpool_shared_open_options), false);
 	struct_bounds("stats", call_stats, sizeof(struct asyncpool_stats), true);
 	bulk_bounds("uncached", pool);
 	bulk_bounds("cached", cached);
 
+	asyncpool_shared_close(bundle);
 	asyncpool_destroy(cached);
 	asyncpool_destroy(pool);
 	asyncpool_region_unref(region);

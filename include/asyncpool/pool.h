@@ -49,6 +49,15 @@ struct asyncpool_options {
 	uint32_t cache_size;       /* buffers per thread cache; 0: no caches */
 	uint32_t flags;            /* none defined yet: 0 */
 	uint64_t reserved[4];      /* must be zero */
+	/*
+	 * Since 1.2: regions of the same slab on other proactors (READ, one
+	 * per proactor, none on the pool's own), for a pool whose leases are
+	 * sent on several rings.  The pool takes a reference on each and
+	 * drops it in asyncpool_destroy(), so the caller may unref its own
+	 * right after the create.  An older caller's size ends before these.
+	 */
+	struct asyncpool_region *const *siblings;
+	uint32_t sibling_count;
 };
 
 int    asyncpool_create(struct asyncpool_region *r, struct asyncpool **out);

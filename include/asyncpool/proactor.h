@@ -42,6 +42,9 @@ struct asyncpool_proactor_stats {
 	uint64_t unregister_failures;   /* unregistrations the kernel refused */
 	uint64_t stale_releases;        /* recv leases released after their region
 					   was gone (process-wide) */
+	/* Since 1.2 (an older caller's size ends before it): */
+	uint32_t live_regions;          /* regions not yet unreferenced: while not 0,
+					   asyncpool_proactor_destroy() is -EBUSY */
 };
 
 int asyncpool_proactor_create_memory(struct asyncpool_proactor **out);
@@ -52,6 +55,16 @@ int asyncpool_proactor_register_slab(struct asyncpool_proactor *p,
 				     struct asyncpool_slab *slab,
 				     uint32_t access,
 				     struct asyncpool_region **out);
+/*
+ * Since 1.2: register slab with access on each of count distinct
+ * proactors, regions[i] on proactors[i]; all or nothing (on failure no
+ * region stays and regions[] is all NULL).  For a pool sent on several
+ * rings: the pool on regions[0], the others as its siblings
+ * (struct asyncpool_options).
+ */
+int asyncpool_proactor_register_slab_many(struct asyncpool_proactor *const *proactors,
+					  uint32_t count, struct asyncpool_slab *slab,
+					  uint32_t access, struct asyncpool_region **regions);
 int asyncpool_proactor_run_deferred(struct asyncpool_proactor *p);
 int asyncpool_proactor_stats(const struct asyncpool_proactor *p,
 			     struct asyncpool_proactor_stats *out);

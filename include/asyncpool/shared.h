@@ -65,6 +65,24 @@ int  asyncpool_shared_open_fd_flags(int fd, uint32_t flags, struct asyncpool_sha
 int  asyncpool_shared_open_named_flags(const char *name, uint32_t flags,
 				       struct asyncpool_shared **out);
 
+/*
+ * Options for asyncpool_shared_open() (since 1.2), the one open call:
+ * the six asyncpool_shared_open_* calls above are wrappers of it.
+ * Extensible: zero the whole struct, set size to
+ * sizeof(struct asyncpool_shared_open_options), then the fields you need.
+ * Exactly one of fd (>= 0) and name: set fd to -1 to open by name.
+ */
+struct asyncpool_shared_open_options {
+	size_t      size;               /* sizeof(struct asyncpool_shared_open_options) */
+	int         fd;                 /* the object's fd (duplicated), or -1 */
+	const char *name;               /* "/name" of a named object, or NULL */
+	uint32_t    flags;              /* ASYNCPOOL_SHM_OPEN_*, _SHARED_OPEN_NO_RECLAIM */
+	struct asyncpool_proactor *proactor; /* register the buffers here; NULL: none */
+	uint64_t    reserved[4];        /* must be zero */
+};
+int  asyncpool_shared_open(const struct asyncpool_shared_open_options *opts,
+			   struct asyncpool_shared **out);
+
 struct asyncpool        *asyncpool_shared_pool(const struct asyncpool_shared *sp);
 struct asyncpool_region *asyncpool_shared_region(const struct asyncpool_shared *sp);
 int                      asyncpool_shared_fd(const struct asyncpool_shared *sp);
