@@ -119,7 +119,8 @@ struct ap_pool_counters {
 	_Atomic uint64_t bad_releases;
 	_Atomic uint64_t corruptions;
 	_Atomic uint64_t empty;
-	uint64_t pad[5];
+	_Atomic uint64_t reclaimer;     /* who reclaims, 0 nobody (reclaim.c) */
+	uint64_t pad[4];
 };
 
 _Static_assert(sizeof(struct ap_pool_header) == 128, "header is two cache lines");
