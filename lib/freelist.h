@@ -22,6 +22,7 @@ struct ap_freelist {
 	uint32_t                 count;
 	uint32_t                 me;    /* holder: attachment slot + 1, or 0 */
 	struct ap_attach        *att;   /* our attachment (steps), or NULL */
+	_Atomic uint32_t         steps; /* bit k: a thread of ours is in att->step[k] */
 	bool                     shared;        /* others map it: shared futex, reclaim */
 	bool                     lazy;          /* caches lend without a store (buffer_state.h) */
 	uint32_t                 lent_tag;      /* AP_LENT if lazy, else AP_NO_LENT */
