@@ -24,4 +24,59 @@ static inline int layout_not_free(struct asyncpool_shared *sp, uint32_t count)
 	return n;
 }
 
+/* The layout of sp, and its parts, from the library's own geometry. */
+static inline char *layout_base(struct asyncpool_shared *sp)
+{
+	return asyncpool_shared_shm(sp)->base;
+}
+
+static inline uint32_t layout_count(struct asyncpool_shared *sp)
+{
+	return (uint32_t)asyncpool_capacity(asyncpool_shared_pool(sp));
+}
+
+/* The state word of buffer i. */
+static inline _Atomic uint64_t *layout_state(struct asyncpool_shared *sp, uint32_t i)
+{
+	struct ap_layout_geometry g;
+
+	(void)ap_layout_geometry(layout_count(sp), true, &g);
+	return (_Atomic uint64_t *)(layout_base(sp) + g.next_offset) + i;
+}
+
+/* Attachment record slot. */
+static inline struct ap_attach *layout_attach(struct asyncpool_shared *sp, uint32_t slot)
+{
+	struct ap_layout_geometry g;
+
+	(void)ap_layout_geometry(layout_count(sp), true, &g);
+	return (struct ap_attach *)(layout_base(sp) + g.attach_offset) + slot;
+}
+
+static inline struct ap_pool_counters *layout_counters(struct asyncpool_shared *sp)
+{
+	return (struct ap_pool_counters *)(layout_base(sp) + AP_OFF_COUNTERS);
+}
+
+static inline struct ap_pool_head *layout_head(struct asyncpool_shared *sp)
+{
+	return (struct ap_pool_head *)(layout_base(sp) + AP_OFF_HEAD);
+}
+
+/* A state word off the list: kind, holder, generation. */
+static inline uint64_t layout_word(uint32_t kind, uint32_t holder, uint32_t gen)
+{
+	return AP_W_MAKE(kind, holder, gen, AP_FL_END);
+}
+
+/* The slot of the attachment whose record is LIVE and not skip's, or -1. */
+static inline int layout_live_slot(struct asyncpool_shared *sp, int skip)
+{
+	for (uint32_t s = 0; s < AP_ATTACH_SLOTS; s++)
+		if ((int)s != skip &&
+		    AP_ATT_STATE(atomic_load(&layout_attach(sp, s)->life)) == AP_ATT_LIVE)
+			return (int)s;
+	return -1;
+}
+
 #endif
