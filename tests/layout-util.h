@@ -24,7 +24,34 @@ static inline int layout_not_free(struct asyncpool_shared *sp, uint32_t count)
 	return n;
 }
 
-/* The layout of sp, and its parts, from the library's own geometry. */
+/*
+ * The parts of a layout of count buffers at base, from the library's
+ * own geometry (pool_layout.h), and the same for a bundle sp.
+ */
+static inline _Atomic uint64_t *layout_state_at(void *base, uint32_t count, uint32_t i)
+{
+	struct ap_layout_geometry g;
+
+	(void)ap_layout_geometry(count, true, &g);
+	return (_Atomic uint64_t *)((char *)base + g.next_offset) + i;
+}
+
+static inline _Atomic uint32_t *layout_depth_at(void *base, uint32_t count, uint32_t i)
+{
+	struct ap_layout_geometry g;
+
+	(void)ap_layout_geometry(count, true, &g);
+	return (_Atomic uint32_t *)((char *)base + g.depth_offset) + i;
+}
+
+static inline struct ap_attach *layout_attach_at(void *base, uint32_t count, uint32_t slot)
+{
+	struct ap_layout_geometry g;
+
+	(void)ap_layout_geometry(count, true, &g);
+	return (struct ap_attach *)((char *)base + g.attach_offset) + slot;
+}
+
 static inline char *layout_base(struct asyncpool_shared *sp)
 {
 	return asyncpool_shared_shm(sp)->base;
@@ -38,19 +65,13 @@ static inline uint32_t layout_count(struct asyncpool_shared *sp)
 /* The state word of buffer i. */
 static inline _Atomic uint64_t *layout_state(struct asyncpool_shared *sp, uint32_t i)
 {
-	struct ap_layout_geometry g;
-
-	(void)ap_layout_geometry(layout_count(sp), true, &g);
-	return (_Atomic uint64_t *)(layout_base(sp) + g.next_offset) + i;
+	return layout_state_at(layout_base(sp), layout_count(sp), i);
 }
 
 /* Attachment record slot. */
 static inline struct ap_attach *layout_attach(struct asyncpool_shared *sp, uint32_t slot)
 {
-	struct ap_layout_geometry g;
-
-	(void)ap_layout_geometry(layout_count(sp), true, &g);
-	return (struct ap_attach *)(layout_base(sp) + g.attach_offset) + slot;
+	return layout_attach_at(layout_base(sp), layout_count(sp), slot);
 }
 
 static inline struct ap_pool_counters *layout_counters(struct asyncpool_shared *sp)
