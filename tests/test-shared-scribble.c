@@ -169,6 +169,42 @@ static void scribble_step(void *base)
 	}
 }
 
+/*
+ * The forging of issue 21: a buffer made CACHED by a dead slot, and the
+ * steps of many DEAD records naming it with the word a live attachment
+ * (the victim, perhaps) writes when its reclaim claims it.
+ */
+static void scribble_forge(void *base)
+{
+	uint32_t i = (uint32_t)(rnd() % N), live[AP_ATTACH_SLOTS], nlive = 0, v, d;
+	uint64_t w = atomic_load(layout_state_at(base, N, i));
+
+	for (uint32_t s = 0; s < AP_ATTACH_SLOTS; s++)
+		if (AP_ATT_STATE(atomic_load(&layout_attach_at(base, N, s)->life)) == AP_ATT_LIVE)
+			live[nlive++] = s;
+	if (!nlive)
+		return;
+	v = live[rnd() % nlive];
+	do
+		d = (uint32_t)(rnd() % AP_ATTACH_SLOTS);
+	while (d == v);
+	atomic_store(layout_state_at(base, N, i),
+		     AP_W_MAKE(AP_K_CACHED, d + 1, AP_W_GEN(w), AP_W_LINK(w)));
+	for (uint32_t s = 0; s < AP_ATTACH_SLOTS; s++) {
+		struct ap_attach *a = layout_attach_at(base, N, s);
+
+		if (s == v || (s != d && AP_ATT_STATE(atomic_load(&a->life)) == AP_ATT_LIVE &&
+				rnd() % 2))
+			continue;
+		atomic_store(&a->life, AP_ATT_MAKE(AP_ATT_DEAD, rnd() % 8));
+		for (uint32_t k = 0; k < AP_STEPS; k++) {
+			atomic_store(&a->step[k].first, i);
+			atomic_store(&a->step[k].word[0], layout_word(AP_K_FREE, v + 1, AP_W_GEN(w)));
+			atomic_store(&a->step[k].count, 1);
+		}
+	}
+}
+
 static void scribble_words(void *base)
 {
 	atomic_store(layout_state_at(base, N, (uint32_t)(rnd() % N)), adv_word(base));
@@ -233,7 +269,12 @@ static void scribbler(int fd, int focus)
 		for (unsigned b = 0; b < burst; b++) {
 			switch (focus < 5 ? focus : (int)(rnd() % 5)) {
 			case 0: scribble_attach(shm.base); break;
-			case 1: scribble_step(shm.base); break;
+			case 1:
+				if (rnd() % 8)
+					scribble_step(shm.base);
+				else
+					scribble_forge(shm.base);
+				break;
 			case 2: scribble_words(shm.base); break;
 			case 3: scribble_head(shm.base); break;
 			default: scribble_lock(rw, ro); break;
