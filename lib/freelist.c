@@ -72,7 +72,7 @@ static inline bool head_moved(const struct ap_freelist *fl, uint64_t *h)
  * one; more than AP_STEPS threads popping at the same instant take turns.
  *
  * Which steps are in use is kept in this handle's own memory
- * (fl->steps), not in the step's busy word: a peer can write the
+ * (fl->steps[]), not in the step's busy word: a peer can write the
  * layout, and with busy = 1 in every step it would keep every pop
  * spinning here for ever.  Only our own threads hold our steps, each
  * for one pop, whose retries are bounded (AP_MAX_RETRIES): so the wait
@@ -89,9 +89,12 @@ static struct ap_step *step_begin(struct ap_freelist *fl)
 	if (!a)
 		return NULL;
 	for (uint32_t k = hint, round = 0;; k++) {
-		uint32_t s = k % AP_STEPS, bit = 1u << s;
+		uint32_t s = k % AP_STEPS, idle = 0;
 
-		if (!(atomic_fetch_or_explicit(&fl->steps, bit, memory_order_acquire) & bit)) {
+		if (atomic_load_explicit(&fl->steps[s].busy, memory_order_relaxed) == 0 &&
+		    atomic_compare_exchange_strong_explicit(&fl->steps[s].busy, &idle, 1,
+							    memory_order_acquire,
+							    memory_order_relaxed)) {
 			hint = s;
 			return &a->step[s];
 		}
@@ -104,8 +107,7 @@ static inline void step_end(struct ap_freelist *fl, struct ap_step *st)
 {
 	if (st) {
 		atomic_store_explicit(&st->count, 0, memory_order_relaxed);
-		atomic_fetch_and_explicit(&fl->steps, ~(1u << (st - fl->att->step)),
-					  memory_order_release);
+		atomic_store_explicit(&fl->steps[st - fl->att->step].busy, 0, memory_order_release);
 	}
 }
 

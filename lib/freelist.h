@@ -22,13 +22,19 @@ struct ap_freelist {
 	uint32_t                 count;
 	uint32_t                 me;    /* holder: attachment slot + 1, or 0 */
 	struct ap_attach        *att;   /* our attachment (steps), or NULL */
-	_Atomic uint32_t         steps; /* bit k: a thread of ours is in att->step[k] */
 	bool                     shared;        /* others map it: shared futex, reclaim */
 	bool                     lazy;          /* caches lend without a store (buffer_state.h) */
 	uint32_t                 lent_tag;      /* AP_LENT if lazy, else AP_NO_LENT */
 	/* Lent buffers given back other than into a cache (negative), and
 	 * the balance of the caches freed since (pool_cache.c): the audit's. */
 	_Atomic int64_t          lent;
+	/* steps[k].busy 1: a thread of ours is in att->step[k] (freelist.c,
+	 * step_begin).  64 bytes apart, and after the fields every pop
+	 * reads, so that threads popping at once do not share a line. */
+	struct {
+		uint32_t         pad[15];
+		_Atomic uint32_t busy;
+	} steps[AP_STEPS];
 };
 
 /*

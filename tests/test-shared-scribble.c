@@ -338,7 +338,11 @@ static void victim(int fd, long iterations)
 	buf_hi = buf_lo + (size_t)N * BS;
 	(void)asyncpool_set_quarantine(vp, (uint32_t)(rnd() % 20));
 	atomic_store(&W->go, 1);
-	for (long it = 0; it < iterations; it++) {
+	/* At least iterations calls, and on until the scribbler (which may
+	 * get less of the CPUs) has written half as many values. */
+	for (long it = 0; it < 4 * iterations &&
+			  (it < iterations || atomic_load(&W->writes) < (uint64_t)iterations / 2);
+	     it++) {
 		enum call c = (enum call)(1 + rnd() % (C_COUNT - 1));
 		struct asyncpool_lease l;
 		int rc, n;
@@ -526,7 +530,7 @@ static const char *const focuses[] = {
 
 int main(void)
 {
-	long total = stress_iterations(30000), per = total / ROUNDS + 1;
+	long total = stress_iterations(24000), per = total / ROUNDS + 1;
 	uint64_t longest = 0, calls = 0;
 	int longest_call = C_NONE, crashed = 0, hangs = 0, scribbler_bad = 0;
 
