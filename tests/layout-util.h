@@ -84,10 +84,18 @@ static inline struct ap_pool_head *layout_head(struct asyncpool_shared *sp)
 	return (struct ap_pool_head *)(layout_base(sp) + AP_OFF_HEAD);
 }
 
+/* A state word: kind, holder, generation, link (the one place that
+ * builds one, so that a change of the word's layout changes only this). */
+static inline uint64_t layout_word_link(uint32_t kind, uint32_t holder, uint32_t gen,
+					uint32_t link)
+{
+	return AP_W_MAKE(kind, holder, gen, link);
+}
+
 /* A state word off the list: kind, holder, generation. */
 static inline uint64_t layout_word(uint32_t kind, uint32_t holder, uint32_t gen)
 {
-	return AP_W_MAKE(kind, holder, gen, AP_FL_END);
+	return layout_word_link(kind, holder, gen, AP_FL_END);
 }
 
 /* The slot of the attachment whose record is LIVE and not skip's, or -1. */

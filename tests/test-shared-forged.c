@@ -109,8 +109,7 @@ static void forged_steps(void)
 		x = l.buffer_index;
 		g = l.generation;
 		/* x: cached by dead slot 2, so the victim claims it ... */
-		atomic_store(layout_state(v, x), AP_W_MAKE(AP_K_CACHED, 3, g, AP_W_LINK(
-				     atomic_load(layout_state(v, x)))));
+		atomic_store(layout_state(v, x), layout_word(AP_K_CACHED, 3, g));
 		/* ... and every step of 62 DEAD records names it with the
 		 * word of that claim. */
 		for (uint32_t s = 0; s < AP_ATTACH_SLOTS; s++) {

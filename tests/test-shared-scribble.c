@@ -109,8 +109,9 @@ static uint64_t adv_word(void *base)
 	case 1:         /* a copy of another buffer's word */
 		return atomic_load(layout_state_at(base, N, (uint32_t)(rnd() % N)));
 	default:
-		return AP_W_MAKE(rnd() % 4, rnd() % 2 ? rnd() % (AP_ATTACH_SLOTS + 2) : rnd(),
-				 (uint32_t)rnd(), adv_index());
+		return layout_word_link((uint32_t)(rnd() % 4),
+					(uint32_t)(rnd() % 2 ? rnd() % (AP_ATTACH_SLOTS + 2) : rnd()),
+					(uint32_t)rnd(), adv_index());
 	}
 }
 
@@ -189,7 +190,7 @@ static void scribble_forge(void *base)
 		d = (uint32_t)(rnd() % AP_ATTACH_SLOTS);
 	while (d == v);
 	atomic_store(layout_state_at(base, N, i),
-		     AP_W_MAKE(AP_K_CACHED, d + 1, AP_W_GEN(w), AP_W_LINK(w)));
+		     layout_word(AP_K_CACHED, d + 1, AP_W_GEN(w)));
 	for (uint32_t s = 0; s < AP_ATTACH_SLOTS; s++) {
 		struct ap_attach *a = layout_attach_at(base, N, s);
 
