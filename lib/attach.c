@@ -36,8 +36,14 @@ struct ap_attach *ap_attach_rec(const struct asyncpool *pool, uint32_t slot)
 	return (struct ap_attach *)((char *)pool->storage + g.attach_offset) + slot;
 }
 
-/* Our own open file description of fd's file: an inherited one would
- * keep a dead parent alive. */
+/*
+ * Our own open file description of fd's file: an inherited one would
+ * keep a dead parent alive.  A memfd of another user (mode 0600, shm.c)
+ * cannot be opened again: then the description we were given, which
+ * works but is shared with whoever sent it, so that our attachment
+ * looks alive while the sender keeps its copy (reclaim waits; it never
+ * takes a live holder's buffers).
+ */
 static int reopen(int fd)
 {
 	char path[64];
@@ -45,6 +51,8 @@ static int reopen(int fd)
 
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	lfd = open(path, O_RDWR | O_CLOEXEC);
+	if (lfd < 0 && errno == EACCES)
+		lfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	return lfd < 0 ? -errno : lfd;
 }
 
@@ -125,6 +133,9 @@ void ap_detach(struct asyncpool *pool)
 			      AP_ATT_MAKE(holds ? AP_ATT_DEAD : AP_ATT_FREE,
 					  AP_ATT_EPOCH(atomic_load(&a->life))),
 			      memory_order_release);
+	/* Explicitly: a description we share (reopen()) keeps its locks
+	 * after our close. */
+	(void)ap_lock_byte(pool->lock_fd, F_OFD_SETLK, F_UNLCK, AP_LOCK_BASE + pool->slot, NULL);
 	close(pool->lock_fd);
 	pool->lock_fd = -1;
 	pool->fl.att = NULL;

@@ -36,7 +36,8 @@ static inline int ap_lock_byte(int fd, int cmd, short type, uint64_t at, struct 
 
 /*
  * 1 if the process of attachment a (number slot) is alive, 0 if the
- * record says FREE or DEAD or its lock is free (the process died), or
+ * record says FREE or DEAD or no write lock is held on its byte (the
+ * process died; a read lock is anybody's, asyncpool-shared(7)), or
  * -errno.  fd: any open file description of the pool's file, of any
  * access mode (F_OFD_GETLK only asks), that does not hold that lock
  * itself (a description never conflicts with its own locks); -1 gives
@@ -57,7 +58,10 @@ static inline int ap_attach_live(const struct ap_attach *a, int fd, uint32_t slo
 	rc = ap_lock_byte(fd, F_OFD_GETLK, F_WRLCK, AP_LOCK_BASE + slot, &fl);
 	if (rc)
 		return rc;
-	return fl.l_type != F_UNLCK;
+	/* Only a write lock is an attachment's: a peer with a read-only
+	 * descriptor can take read locks on any byte, and they must not
+	 * make a dead holder look alive. */
+	return fl.l_type == F_WRLCK;
 }
 
 #endif /* ASYNCPOOL_ATTACH_LIVE_H */

@@ -22,6 +22,7 @@
 #include "freelist.h"
 
 #include <errno.h>
+#include <sched.h>
 
 #include "buffer_state.h"
 #include "internal.h"
@@ -69,6 +70,15 @@ static inline bool head_moved(const struct ap_freelist *fl, uint64_t *h)
  * A step of our attachment for one pop, or NULL (no attachment: a local
  * pool, or raw shared memory).  Each thread of a process takes a free
  * one; more than AP_STEPS threads popping at the same instant take turns.
+ *
+ * Which steps are in use is kept in this handle's own memory
+ * (fl->steps[]), not in the step's busy word: a peer can write the
+ * layout, and with busy = 1 in every step it would keep every pop
+ * spinning here for ever.  Only our own threads hold our steps, each
+ * for one pop, whose retries are bounded (AP_MAX_RETRIES): so the wait
+ * here is bounded by our own threads' progress, whatever a peer writes,
+ * and every pop still records its step (the crash guarantees hold).
+ * The layout's busy words are neither written nor read any more.
  */
 static struct ap_step *step_begin(struct ap_freelist *fl)
 {
@@ -78,25 +88,26 @@ static struct ap_step *step_begin(struct ap_freelist *fl)
 
 	if (!a)
 		return NULL;
-	for (uint32_t k = hint;; k++) {
-		struct ap_step *st = &a->step[k % AP_STEPS];
-		uint32_t idle = 0;
+	for (uint32_t k = hint, round = 0;; k++) {
+		uint32_t s = k % AP_STEPS, idle = 0;
 
-		if (atomic_load_explicit(&st->busy, memory_order_relaxed) == 0 &&
-		    atomic_compare_exchange_strong_explicit(&st->busy, &idle, 1,
-							    memory_order_relaxed,
+		if (atomic_load_explicit(&fl->steps[s].busy, memory_order_relaxed) == 0 &&
+		    atomic_compare_exchange_strong_explicit(&fl->steps[s].busy, &idle, 1,
+							    memory_order_acquire,
 							    memory_order_relaxed)) {
-			hint = k % AP_STEPS;
-			return st;
+			hint = s;
+			return &a->step[s];
 		}
+		if (++round % AP_STEPS == 0)
+			sched_yield();  /* all our steps are in our other threads' pops */
 	}
 }
 
-static inline void step_end(struct ap_step *st)
+static inline void step_end(struct ap_freelist *fl, struct ap_step *st)
 {
 	if (st) {
 		atomic_store_explicit(&st->count, 0, memory_order_relaxed);
-		atomic_store_explicit(&st->busy, 0, memory_order_release);
+		atomic_store_explicit(&fl->steps[st - fl->att->step].busy, 0, memory_order_release);
 	}
 }
 
@@ -197,7 +208,7 @@ int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *ge
 		return pop_one(fl, kind, idx, gen, NULL);
 	st = step_begin(fl);
 	rc = pop_one(fl, kind, idx, gen, st);
-	step_end(st);
+	step_end(fl, st);
 	return rc;
 }
 
@@ -301,7 +312,7 @@ int ap_fl_pop_chain(struct ap_freelist *fl, void *out, void *gens, size_t stride
 	}
 	ap_fl_count_corruption(fl, 1);
 out:
-	step_end(st);
+	step_end(fl, st);
 	return rc;
 }
 

@@ -28,6 +28,13 @@ struct ap_freelist {
 	/* Lent buffers given back other than into a cache (negative), and
 	 * the balance of the caches freed since (pool_cache.c): the audit's. */
 	_Atomic int64_t          lent;
+	/* steps[k].busy 1: a thread of ours is in att->step[k] (freelist.c,
+	 * step_begin).  64 bytes apart, and after the fields every pop
+	 * reads, so that threads popping at once do not share a line. */
+	struct {
+		uint32_t         pad[15];
+		_Atomic uint32_t busy;
+	} steps[AP_STEPS];
 };
 
 /*

@@ -119,7 +119,8 @@ struct ap_pool_counters {
 	_Atomic uint64_t bad_releases;
 	_Atomic uint64_t corruptions;
 	_Atomic uint64_t empty;
-	uint64_t pad[5];
+	_Atomic uint64_t reclaimer;     /* who reclaims, 0 nobody (reclaim.c) */
+	uint64_t pad[4];
 };
 
 _Static_assert(sizeof(struct ap_pool_header) == 128, "header is two cache lines");
@@ -143,7 +144,8 @@ _Static_assert(sizeof(struct ap_pool_counters) == 64, "counters are one cache li
  * it after it marked what it took, like a robust futex's
  * list_op_pending: a survivor reads the steps of a dead process to
  * finish its pops.  The threads of a process each take a free step
- * (busy 0 -> 1) for the length of one pop.
+ * for the length of one pop, chosen in the process's own memory
+ * (freelist.c, step_begin): busy is written 0 and never trusted.
  */
 #define AP_ATT_FREE 0u
 #define AP_ATT_LIVE 1u

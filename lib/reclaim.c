@@ -20,10 +20,26 @@
  * popper marking the same buffer (a pop after the last pusher died)
  * and the claim exclude each other, and the popper pops again.
  *
- * Reclaims serialise on one more OFD lock byte, taken without waiting:
- * a second reclaimer returns 0 at once.  Nobody ever waits for one.  The
- * threads of one handle share its open file description, which never
- * conflicts with its own lock: a flag of the handle serialises them.
+ * Reclaims serialise on the reclaimer word of the counters line, taken
+ * without waiting: a second reclaimer returns 0 at once.  Nobody ever
+ * waits for one.  The word names a write lock its taker holds: its
+ * attachment's (slot + 1 and the attachment's epoch), or, for the
+ * reclaim of an open that has no slot yet (attach.c), the write lock on
+ * byte AP_LOCK_RECLAIM.  A word whose lock is not held (its reclaimer
+ * died) is taken over.  Not an OFD lock alone: any process with the fd,
+ * a read-only one included, can take a read lock on any byte, and a
+ * read lock on the reclaim byte would stop every reclaim for good; it
+ * cannot write the word, nor take a write lock.  The threads of one
+ * handle share its open file description, which never conflicts with
+ * its own lock: a flag of the handle serialises them.
+ *
+ * Everything read from the layout is bounded: a buffer is claimed at
+ * most once per scan (a bitmap), so claimed[] never holds more than
+ * buffer_count, whatever the dead's steps name; steps and their words
+ * are read up to AP_STEPS and AP_STEP_WORDS; a dead_since in the future
+ * (a handle closed after our clock read, or a peer's forgery) counts as
+ * "just died", so it can delay the quarantine, by one quarantine at
+ * most, never skip it.
  *
  * The automatic reclaim of an acquire that finds the pool empty is rate
  * limited per handle (ap_reclaim_auto): a scan takes the lock byte and
@@ -49,9 +65,79 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int reclaim_lock(int fd, short type)
+#ifdef ASYNCPOOL_TEST_HOOKS
+/* Called once a reclaim has read its clock (tests/test-shared-forged.c). */
+void (*ap_test_hook_reclaim_now)(void);
+#endif
+
+#define RC_WHO(v)   ((uint32_t)(v) & 0xffu)     /* slot + 1, or AP_ATTACH_SLOTS + 1 */
+#define RC_EPOCH(v) ((v) >> 8)
+#define RC_NOSLOT   (AP_ATTACH_SLOTS + 1)
+
+/* Is the reclaimer that word v names still there: does it hold its write lock? */
+static bool reclaimer_alive(const struct asyncpool *pool, uint64_t v)
 {
-	return ap_lock_byte(fd, F_OFD_SETLK, type, AP_LOCK_RECLAIM, NULL);
+	uint32_t who = RC_WHO(v);
+	struct flock fl = { .l_type = F_UNLCK };
+	uint64_t at;
+
+	if (who == 0 || who > RC_NOSLOT)
+		return false;           /* nobody, or a forged value */
+	if (who == RC_NOSLOT) {
+		at = AP_LOCK_RECLAIM;
+	} else {
+		uint64_t life = atomic_load_explicit(&ap_attach_rec(pool, who - 1)->life,
+						     memory_order_acquire);
+
+		/* Our own slot: this handle's threads have the flag, so it
+		 * was left here by nobody alive. */
+		if (who - 1 == pool->slot || AP_ATT_STATE(life) != AP_ATT_LIVE ||
+		    AP_ATT_EPOCH(life) != RC_EPOCH(v))
+			return false;
+		at = AP_LOCK_BASE + who - 1;
+	}
+	if (ap_lock_byte(pool->lock_fd, F_OFD_GETLK, F_WRLCK, at, &fl))
+		return true;            /* cannot tell: do not take it over */
+	return fl.l_type == F_WRLCK;
+}
+
+/* Become the reclaimer: *mine is our word; -EBUSY if another is. */
+static int reclaimer_take(struct asyncpool *pool, uint64_t *mine)
+{
+	_Atomic uint64_t *word = &pool->fl.ctr->reclaimer;
+	bool noslot = pool->slot >= AP_ATTACH_SLOTS;
+
+	if (noslot) {
+		if (ap_lock_byte(pool->lock_fd, F_OFD_SETLK, F_WRLCK, AP_LOCK_RECLAIM, NULL))
+			return -EBUSY;
+		*mine = RC_NOSLOT;
+	} else {
+		*mine = (AP_ATT_EPOCH(atomic_load_explicit(&pool->fl.att->life,
+							   memory_order_relaxed)) << 8) |
+			(pool->slot + 1);
+	}
+	/* Bounded: a peer that rewrites the word without end only keeps us
+	 * from reclaiming, as a live reclaimer would. */
+	for (int t = 0; t < 4; t++) {
+		uint64_t v = atomic_load_explicit(word, memory_order_acquire);
+
+		if (v && reclaimer_alive(pool, v))
+			break;
+		if (atomic_compare_exchange_strong_explicit(word, &v, *mine, memory_order_acq_rel,
+							    memory_order_relaxed))
+			return 0;
+	}
+	if (noslot)
+		(void)ap_lock_byte(pool->lock_fd, F_OFD_SETLK, F_UNLCK, AP_LOCK_RECLAIM, NULL);
+	return -EBUSY;
+}
+
+static void reclaimer_drop(struct asyncpool *pool, uint64_t mine)
+{
+	(void)atomic_compare_exchange_strong_explicit(&pool->fl.ctr->reclaimer, &mine, 0,
+						      memory_order_release, memory_order_relaxed);
+	if (RC_WHO(mine) == RC_NOSLOT)
+		(void)ap_lock_byte(pool->lock_fd, F_OFD_SETLK, F_UNLCK, AP_LOCK_RECLAIM, NULL);
 }
 
 /* Mark in reach[] the list as it was at one instant; false if it never held still. */
@@ -92,42 +178,70 @@ struct reclaim {
 	uint32_t *claimed;
 	uint32_t n;
 	unsigned char *reach;
+	unsigned char *done;    /* claimed in this scan: at most once each */
 	bool have_snapshot;
 };
 
-/* Claim buffer i from word w (now FREE, ours, unlinked). */
-static void claim(struct reclaim *r, uint32_t i, uint64_t w)
+static bool bit(const unsigned char *map, uint32_t i)
+{
+	return map[i / 8] & (1u << (i % 8));
+}
+
+/*
+ * Claim buffer i from word w (now FREE, unlinked), for a dead holder h.
+ * A reclaimer with an attachment claims it as its own (holder me): if it
+ * dies before its push, its own death gives the buffer back.  The
+ * reclaim of an open that has no attachment yet (attach.c) has no holder
+ * of its own: it claims for the dead holder h, with the next generation
+ * so that the word changes (a popper's take from w fails), and h stays
+ * DEAD until the push, so a later reclaim finds the buffer FREE, of a
+ * dead holder and off the list, if this one dies.
+ */
+static void claim(struct reclaim *r, uint32_t i, uint64_t w, uint32_t h)
 {
 	struct ap_freelist *fl = &r->pool->fl;
+	uint64_t to = fl->me ? AP_W_MAKE(AP_K_FREE, fl->me, AP_W_GEN(w), AP_FL_END)
+			     : AP_W_MAKE(AP_K_FREE, h, ap_gen_next(AP_W_GEN(w)), AP_FL_END);
 
-	if (ap_state_cas(&fl->state[i], &w, AP_W_MAKE(AP_K_FREE, fl->me, AP_W_GEN(w), AP_FL_END)))
+	if (i >= fl->count || bit(r->done, i) || r->n >= fl->count)
+		return;
+	if (ap_state_cas(&fl->state[i], &w, to)) {
+		r->done[i / 8] |= (unsigned char)(1u << (i % 8));
 		r->claimed[r->n++] = i;
+	}
 }
 
 static bool unreachable(const struct reclaim *r, uint32_t i)
 {
-	return r->have_snapshot && !(r->reach[i / 8] & (1u << (i % 8)));
+	return r->have_snapshot && !bit(r->reach, i);
 }
 
 int ap_reclaim(struct asyncpool *pool)
 {
 	struct ap_freelist *fl = &pool->fl;
-	uint64_t dead = 0, pending = 0, since[AP_ATTACH_SLOTS], now;
+	uint64_t dead = 0, pending = 0, since[AP_ATTACH_SLOTS], now, q, mine;
+	uint64_t life_seen[AP_ATTACH_SLOTS];
 	struct reclaim r = { .pool = pool };
+	size_t bytes = (size_t)fl->count / 8 + 1;
 	int rc;
 
 	if (pool->lock_fd < 0)
 		return -EOPNOTSUPP;
 	if (atomic_exchange_explicit(&pool->reclaiming, true, memory_order_acquire))
 		return 0;               /* another thread of this handle is */
-	if (reclaim_lock(pool->lock_fd, F_WRLCK)) {
+	if (reclaimer_take(pool, &mine)) {
 		atomic_store_explicit(&pool->reclaiming, false, memory_order_release);
 		return 0;               /* another process is reclaiming */
 	}
 	now = now_ns();
+	q = (uint64_t)pool->quarantine_ms * 1000000u;
+#ifdef ASYNCPOOL_TEST_HOOKS
+	if (ap_test_hook_reclaim_now)
+		ap_test_hook_reclaim_now();
+#endif
 	for (uint32_t s = 0; s < AP_ATTACH_SLOTS; s++) {
 		struct ap_attach *a = ap_attach_rec(pool, s);
-		uint64_t life = atomic_load_explicit(&a->life, memory_order_acquire), zero = 0;
+		uint64_t life = atomic_load_explicit(&a->life, memory_order_acquire), zero = 0, t;
 
 		if (AP_ATT_STATE(life) == AP_ATT_LIVE) {
 			if (ap_attach_alive(pool, s) != 0)
@@ -136,11 +250,26 @@ int ap_reclaim(struct asyncpool *pool)
 				    &a->life, &life, AP_ATT_MAKE(AP_ATT_DEAD, AP_ATT_EPOCH(life)),
 				    memory_order_acq_rel, memory_order_relaxed))
 				continue;
+			life = AP_ATT_MAKE(AP_ATT_DEAD, AP_ATT_EPOCH(life));
 		} else if (AP_ATT_STATE(life) != AP_ATT_DEAD) {
 			continue;
 		}
 		(void)atomic_compare_exchange_strong(&a->dead_since, &zero, now);
-		since[s] = atomic_load(&a->dead_since);
+		t = atomic_load(&a->dead_since);
+		/*
+		 * Later than our clock: a handle closed with a lease out after
+		 * we read it, or a peer's forgery.  Unsigned, now - t would
+		 * wrap and skip the quarantine: count it as just died.  One
+		 * more than a quarantine ahead is no close racing us: make it
+		 * now, so that a forged time delays by one quarantine at most.
+		 */
+		if (t > now) {
+			if (t - now > q)
+				(void)atomic_compare_exchange_strong(&a->dead_since, &t, now);
+			t = now;
+		}
+		since[s] = t;
+		life_seen[s] = life;
 		dead |= (uint64_t)1 << s;
 	}
 	if (!dead) {
@@ -148,8 +277,9 @@ int ap_reclaim(struct asyncpool *pool)
 		goto unlock;
 	}
 	r.claimed = malloc((size_t)fl->count * sizeof(uint32_t));
-	r.reach = malloc((size_t)fl->count / 8 + 1);
-	if (!r.claimed || !r.reach) {
+	r.reach = malloc(bytes);
+	r.done = calloc(1, bytes);
+	if (!r.claimed || !r.reach || !r.done) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -162,17 +292,17 @@ int ap_reclaim(struct asyncpool *pool)
 			continue;
 		switch (AP_W_KIND(w)) {
 		case AP_K_CACHED:
-			claim(&r, i, w);
+			claim(&r, i, w, h);
 			break;
 		case AP_K_LEASED:
-			if (now - since[s] >= (uint64_t)pool->quarantine_ms * 1000000u)
-				claim(&r, i, w);
+			if (now - since[s] >= q)
+				claim(&r, i, w, h);
 			else
 				pending |= (uint64_t)1 << s;
 			break;
 		case AP_K_FREE:
 			if (unreachable(&r, i))
-				claim(&r, i, w);
+				claim(&r, i, w, h);
 			else if (!r.have_snapshot)
 				pending |= (uint64_t)1 << s;
 			break;
@@ -202,7 +332,7 @@ int ap_reclaim(struct asyncpool *pool)
 				uint64_t seen = atomic_load(&st->word[j]);
 
 				if (ap_state_load(&fl->state[i]) == seen && unreachable(&r, i))
-					claim(&r, i, seen);
+					claim(&r, i, seen, s + 1);
 				i = AP_W_LINK(seen);
 			}
 			atomic_store(&st->count, 0);
@@ -212,24 +342,26 @@ int ap_reclaim(struct asyncpool *pool)
 	rc = ap_fl_push_chain(fl, r.claimed, r.n);
 	if (!rc)
 		rc = (int)r.n;
-	/* Free the slots that hold nothing any more. */
+	/* Free the slots that hold nothing any more (by CAS: a slot a peer
+	 * rewrote meanwhile is left as it is). */
 	for (uint32_t s = 0; s < AP_ATTACH_SLOTS; s++) {
 		struct ap_attach *a = ap_attach_rec(pool, s);
-		uint64_t life;
+		uint64_t life = life_seen[s];
 
 		if (!(dead & ((uint64_t)1 << s)) || (pending & ((uint64_t)1 << s)))
 			continue;
-		life = atomic_load(&a->life);
 		atomic_store(&a->pid, 0);
 		atomic_store(&a->dead_since, 0);
-		atomic_store_explicit(&a->life, AP_ATT_MAKE(AP_ATT_FREE, AP_ATT_EPOCH(life)),
-				      memory_order_release);
+		(void)atomic_compare_exchange_strong_explicit(
+			&a->life, &life, AP_ATT_MAKE(AP_ATT_FREE, AP_ATT_EPOCH(life)),
+			memory_order_release, memory_order_relaxed);
 	}
 out:
 	free(r.claimed);
 	free(r.reach);
+	free(r.done);
 unlock:
-	(void)reclaim_lock(pool->lock_fd, F_UNLCK);
+	reclaimer_drop(pool, mine);
 	atomic_store_explicit(&pool->reclaiming, false, memory_order_release);
 	return rc;
 }

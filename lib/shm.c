@@ -157,6 +157,17 @@ static int shm_try_create(size_t size, bool huge, struct asyncpool_shm *out)
 	fd = memfd_create("asyncpool", mfd);
 	if (fd < 0)
 		return -errno;
+	/*
+	 * A memfd is made with mode 0777: a process of another user given
+	 * a read-only fd could open /proc/self/fd/N read-write and map it
+	 * writable.  0600: only our user can reopen it (asyncpool-shared(7),
+	 * "What a descriptor gives").
+	 */
+	if (fchmod(fd, 0600) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
 	if (huge) {
 		size_t page = huge_size(fd);
 

@@ -26,6 +26,9 @@
 #      index twice): exactly one release wins, no buffer claimed out of
 #      a cache; a release by index that trusts a CACHED word, or looks
 #      through the caches without stopping them, claims a cached one.
+#  tests/model/crash.pml     (also) -DATTACH: the reclaim of an open
+#      that has no attachment record, crashing at every step, loses no
+#      buffer; claiming with holder 0, or without a new generation, does.
 # Every search is exhaustive (-DSAFETY; -DCOLLAPSE is lossless state
 # compression, not a partial search).
 set -u
@@ -37,7 +40,7 @@ if ! command -v spin > /dev/null 2>&1; then
 fi
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..48"
+echo "1..54"
 t=0
 
 # verify NAME MODEL DEFINES: build pan in its own directory and run it.
@@ -193,4 +196,18 @@ fails lend-noscan lend.pml -DNO_SCAN "((where!=1)&&(where!=2))" \
 	"lend, index release trusts a CACHED word" "spin finds a buffer claimed out of a cache"
 fails lend-nobypass lend.pml -DNO_BYPASS "((where!=1)&&(where!=2))" \
 	"lend, caches looked through without bypass" "spin finds a buffer claimed out of a cache"
+opt=-O1
+
+# 49-54: the reclaim of an open that has no attachment record yet
+# (issue 21): it may crash at every step; what it claimed is claimed for
+# the dead holder with the next generation, so the final reclaim gets
+# it back.  Claimed with holder 0 (the code before) a crash loses it;
+# claimed without a new generation, a live popper's take and the claim
+# both succeed.
+holds crash-attach crash.pml "-DPROCS=2 -DATTACH" "crash, the reclaim of an open crashes"
+opt=-O0
+fails crash-attach-holder0 crash.pml "-DPROCS=2 -DATTACH -DHOLDER0" "(cnt==3)" \
+	"crash, an open's reclaim claims with holder 0" "spin finds a buffer lost"
+fails crash-attach-samegen crash.pml "-DPROCS=2 -DATTACH -DSAMEGEN" " !(onlist\[claimed\[i\]\])" \
+	"crash, an open's reclaim keeps the generation" "spin finds a buffer linked twice"
 opt=-O1

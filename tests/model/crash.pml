@@ -38,6 +38,22 @@
  *                still since it was read: a pop with a stale head records
  *                the word of a buffer being pushed, and a reclaim after
  *                its death takes that buffer from a live pusher.
+ *
+ * The reclaim of an open (issue 21, lib/attach.c): when every attachment
+ * record is taken, an opener reclaims before it has a record, so it has
+ * no holder id of its own.  -DATTACH makes the concurrent reclaim that
+ * opener's (proctype Opener): it may crash before and after each claim
+ * and in its pushes, like a process.  It claims a buffer for the dead
+ * holder it belonged to (a step's buffer: for the dead popper), with
+ * the next generation; the dead stays dead until the push, so the final
+ * reclaim finds what a crashed opener claimed FREE, of a dead holder,
+ * off the list.  Variants:
+ *   -DHOLDER0    the opener claims with holder 0 (the code before issue
+ *                21): a crash before its push loses the buffer.
+ *   -DSAMEGEN    the opener claims without a new generation: a FREE word
+ *                of a dead pusher, off the list because a live popper
+ *                took it, does not change, and the popper's take and
+ *                the claim both succeed.
  */
 #define N      3
 #define END    7
@@ -147,6 +163,10 @@ pop:
 	}
 	crash();
 	push_one(h, me);
+#ifdef ATTACH
+	/* dead after its push: its FREE words on the list name it */
+	crash();
+#endif
 done:
 	skip;
 out:
@@ -212,15 +232,102 @@ inline reclaim() {
 	od
 }
 
+#ifdef ATTACH
+#define O 0                             /* the opener: no holder id */
+bool odone = false;
+#ifdef HOLDER0
+#define OHOLDER(h) 0
+#else
+#define OHOLDER(h) h
+#endif
+#ifdef SAMEGEN
+#define OGEN(g) g
+#else
+#define OGEN(g) ((g + 1) % 8)
+#endif
+
+proctype Opener() {
+	byte me = O;
+	byte i, c, n, pt, pn;
+	bool pok;
+	bool reach[N], gone[4];
+	byte claimed[N];
+	(dead[1] || dead[2] || (PROCS == 3 && dead[3]) || finished == 3);
+	n = 0;
+	atomic { gone[1] = dead[1]; gone[2] = dead[2]; gone[3] = dead[3] }
+	atomic {
+		i = 0;
+		do :: i < N -> reach[i] = false; i++ :: else -> break od;
+		i = hidx;
+		do
+		:: i != END && kind[i] == FREE && !reach[i] -> reach[i] = true; i = link[i]
+		:: else -> break
+		od
+	}
+	i = 0;
+	do
+	:: i < N ->
+		atomic {
+			if
+			:: holder[i] >= 1 && holder[i] <= 3 && gone[holder[i]] &&
+			   (kind[i] == LEASED || (kind[i] == FREE && !reach[i])) ->
+				kind[i] = FREE; holder[i] = OHOLDER(holder[i]); gen[i] = OGEN(gen[i]);
+				link[i] = END; owner[i] = 0;
+				claimed[n] = i; n++
+			:: else -> skip
+			fi
+		}
+		crash();
+		i++
+	:: else -> break
+	od;
+	c = 1;
+	do
+	:: c <= 3 ->
+		atomic {
+			if
+			:: gone[c] && st_on[c] ->
+				i = st_b[c];
+				if
+				:: kind[i] == FREE && holder[i] == st_h[c] && gen[i] == st_g[c] &&
+				   link[i] == st_l[c] && !reach[i] ->
+					holder[i] = OHOLDER(c); gen[i] = OGEN(gen[i]);
+					link[i] = END; owner[i] = 0;
+					claimed[n] = i; n++
+				:: else -> skip
+				fi;
+				st_on[c] = false
+			:: else -> skip
+			fi
+		}
+		crash();
+		c++
+	:: else -> break
+	od;
+	i = 0;
+	do
+	:: i < n -> push_one(claimed[i], O); i++
+	:: else -> break
+	od;
+out:
+	odone = true
+}
+#endif
+
 proctype Reclaimer() {
 	byte me = R;
 	byte i, c, n, cnt, pt, pn;
 	bool pok;
 	bool reach[N], gone[4];
 	byte claimed[N];
+#ifdef ATTACH
+	/* The opener reclaims concurrently; this one after it crashed or ended. */
+	(finished == 3 && odone);
+#else
 	(dead[1] || dead[2] || (PROCS == 3 && dead[3]) || finished == 3);
 	reclaim();
 	(finished == 3);
+#endif
 	reclaim();
 	atomic {
 		i = hidx; cnt = 0;
@@ -241,6 +348,9 @@ init {
 		onlist[0] = true; onlist[1] = true; onlist[2] = true;
 		run P(1); run P(2);
 		if :: PROCS == 3 -> run P(3) :: else -> dead[3] = true; finished++ fi;
+#ifdef ATTACH
+		run Opener();
+#endif
 		run Reclaimer()
 	}
 }

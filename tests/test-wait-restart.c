@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * asyncpool_acquire_wait(3) and signals (issue 21, item 8): with a
+ * handler installed with SA_RESTART the wait goes on to the same
+ * deadline (a timed FUTEX_WAIT is never restarted by the kernel: it used
+ * to return -EINTR); without SA_RESTART it returns -EINTR.  Local and
+ * shared pools (the shared ones sleep in 50 ms slices), finite and
+ * infinite waits.  A thread sends SIGUSR1 to the waiter every 10 ms for
+ * as long as the waiter is announced on the wait word, so that some
+ * signal lands in the sleep itself; in the infinite SA_RESTART case it
+ * releases the buffer after 5 signals.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <asyncpool.h>
+#include "tap.h"
+#include "testutil.h"
+#include "hooks.h"
+
+#define N  1
+#define BS 64
+
+static atomic_int handled;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&handled, 1);
+}
+
+struct kicker {
+	pthread_t waiter;
+	struct asyncpool *pool;
+	struct asyncpool_lease *held;   /* released after 5 signals, or NULL */
+	atomic_bool stop;
+	int sent;
+};
+
+static void *kick(void *arg)
+{
+	struct kicker *k = arg;
+
+	while (!atomic_load(&k->stop)) {
+		if (atomic_load(&k->pool->fl.line->wait) & AP_WAIT_WAITERS) {
+			pthread_kill(k->waiter, SIGUSR1);
+			if (++k->sent == 5 && k->held)
+				asyncpool_lease_release(k->held);
+		}
+		usleep(10000);
+	}
+	return NULL;
+}
+
+static void one(const char *kind, struct asyncpool *pool, bool restart, bool infinite)
+{
+	struct sigaction sa;
+	struct asyncpool_lease held, got;
+	struct kicker k = { .waiter = pthread_self(), .pool = pool };
+	pthread_t t;
+	int rc, want;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1;
+	sa.sa_flags = restart ? SA_RESTART : 0;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGUSR1, &sa, NULL) || asyncpool_acquire(pool, &held))
+		bail_out("setup");
+	k.held = restart && infinite ? &held : NULL;
+	atomic_store(&handled, 0);
+	if (pthread_create(&t, NULL, kick, &k))
+		bail_out("pthread_create");
+	rc = asyncpool_acquire_wait(pool, &got, infinite ? -1 : 300 * 1000000);
+	atomic_store(&k.stop, true);
+	pthread_join(t, NULL);
+	want = !restart ? -EINTR : infinite ? 0 : -ETIMEDOUT;
+	is_int(rc, want, "%s pool, %s wait, handler %s SA_RESTART: %s after %d signal(s)", kind,
+	       infinite ? "infinite" : "300 ms", restart ? "with" : "without",
+	       want == 0 ? "a buffer" : want == -EINTR ? "-EINTR" : "-ETIMEDOUT",
+	       atomic_load(&handled));
+	if (rc == 0)
+		asyncpool_lease_release(&got);
+	if (!k.held || k.sent < 5)
+		asyncpool_lease_release(&held);
+	if (asyncpool_available(pool) != N)
+		bail_out("a buffer is missing");
+}
+
+static void all(const char *kind, struct asyncpool *pool)
+{
+	for (int restart = 1; restart >= 0; restart--)
+		for (int infinite = 0; infinite < 2; infinite++)
+			one(kind, pool, restart, infinite);
+}
+
+int main(void)
+{
+	struct asyncpool_shared_options o;
+	struct asyncpool_shared *sp;
+	struct asyncpool_proactor *p;
+	struct asyncpool *pool;
+
+	plan(8);
+	alarm(60);
+	if (asyncpool_proactor_create_memory(&p))
+		bail_out("proactor");
+	pool = make_pool(p, BS, N, 0);
+	all("local", pool);
+	asyncpool_destroy(pool);
+	asyncpool_proactor_destroy(p);
+
+	shared_options(&o, BS, N);
+	if (asyncpool_shared_create(&o, &sp))
+		bail_out("shared_create");
+	all("shared", asyncpool_shared_pool(sp));
+	asyncpool_shared_close(sp);
+	return done_testing();
+}
