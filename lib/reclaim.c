@@ -78,7 +78,7 @@ static bool snapshot(const struct ap_freelist *fl, unsigned char *reach)
 				break;
 			}
 			reach[i / 8] |= (unsigned char)(1u << (i % 8));
-			i = AP_W_LINK(w);
+			i = atomic_load_explicit(&fl->link[i], memory_order_relaxed);
 		}
 		if (ok && atomic_load_explicit(&fl->line->head, memory_order_acquire) == h)
 			return true;
@@ -100,7 +100,7 @@ static void claim(struct reclaim *r, uint32_t i, uint64_t w)
 {
 	struct ap_freelist *fl = &r->pool->fl;
 
-	if (ap_state_cas(&fl->state[i], &w, AP_W_MAKE(AP_K_FREE, fl->me, AP_W_GEN(w), AP_FL_END)))
+	if (ap_state_cas(&fl->state[i], &w, AP_W_MAKE(AP_K_FREE, fl->me, AP_W_GEN(w))))
 		r->claimed[r->n++] = i;
 }
 
@@ -188,7 +188,7 @@ int ap_reclaim(struct asyncpool *pool)
 			continue;
 		for (uint32_t k = 0; k < AP_STEPS; k++) {
 			struct ap_step *st = &a->step[k];
-			uint32_t n = atomic_load(&st->count), i = atomic_load(&st->first);
+			uint32_t n = atomic_load(&st->count);
 
 			if (!n) {
 				atomic_store(&st->busy, 0);
@@ -198,12 +198,13 @@ int ap_reclaim(struct asyncpool *pool)
 				pending |= (uint64_t)1 << s;
 				continue;
 			}
-			for (uint32_t j = 0; j < n && j < AP_STEP_WORDS && i < fl->count; j++) {
+			for (uint32_t j = 0; j < n && j < AP_STEP_WORDS; j++) {
+				uint32_t i = atomic_load(&st->idx[j]);
 				uint64_t seen = atomic_load(&st->word[j]);
 
-				if (ap_state_load(&fl->state[i]) == seen && unreachable(&r, i))
+				if (i < fl->count && ap_state_load(&fl->state[i]) == seen &&
+				    unreachable(&r, i))
 					claim(&r, i, seen);
-				i = AP_W_LINK(seen);
 			}
 			atomic_store(&st->count, 0);
 			atomic_store(&st->busy, 0);

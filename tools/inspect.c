@@ -142,7 +142,7 @@ static void read_attachments(struct inspection *in, const unsigned char *mem, in
 				continue;
 			v->steps[v->nsteps].step = k;
 			v->steps[v->nsteps].count = n;
-			v->steps[v->nsteps].first = load32((const void *)&rec->step[k].first);
+			v->steps[v->nsteps].first = load32((const void *)&rec->step[k].idx[0]);
 			v->nsteps++;
 		}
 		in->natt++;
@@ -189,6 +189,7 @@ static int inspect_read(struct inspection *in, const unsigned char *mem, int fd)
 	in->audit = ap_freelist_audit(atomic_load_explicit((_Atomic uint64_t *)&hl->head,
 							   memory_order_acquire),
 				      (const _Atomic uint64_t *)(mem + AP_OFF_NEXT),
+				      (const _Atomic uint32_t *)(mem + in->h.link_offset),
 				      in->h.buffer_count, seen, &in->a);
 	free(seen);
 	read_attachments(in, mem, fd);
