@@ -232,13 +232,14 @@ static inline uint32_t ap_state_cached_to_leased(ap_word *s, uint32_t me, uint32
 
 /*
  * CACHED by me at generation gen (a cache entry's) -> FREE by me, not
- * yet linked: a flush, before the push.
+ * yet linked: a flush, before the push.  At the generation before gen,
+ * which no lease had (pool_layout.h, ap_gen_prev).
  */
 static inline bool ap_state_uncache(ap_word *s, uint32_t me, uint32_t gen)
 {
 	if (ap_state_load(s) != AP_W_MAKE(AP_K_CACHED, me, gen))
 		return false;
-	atomic_store_explicit(s, AP_W_MAKE(AP_K_FREE, me, gen), memory_order_relaxed);
+	atomic_store_explicit(s, AP_W_MAKE(AP_K_FREE, me, ap_gen_prev(gen)), memory_order_relaxed);
 	return true;
 }
 

@@ -210,7 +210,7 @@ int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *ge
 	return rc;
 }
 
-/* Give back buffers a chain pop marked (its own: a store), then retry. */
+/* Give back buffers a chain pop marked (its own: a store, at the generations they had), then retry. */
 static void untake(struct ap_freelist *fl, void *out, size_t stride, uint32_t k)
 {
 	uint32_t idx[AP_STEP_WORDS];
@@ -219,7 +219,7 @@ static void untake(struct ap_freelist *fl, void *out, size_t stride, uint32_t k)
 		idx[j] = AP_OUT(out, j);
 		atomic_store_explicit(&fl->state[idx[j]],
 				      AP_W_MAKE(AP_K_FREE, fl->me,
-						AP_W_GEN(ap_state_load(&fl->state[idx[j]]))),
+						ap_gen_prev(AP_W_GEN(ap_state_load(&fl->state[idx[j]])))),
 				      memory_order_relaxed);
 	}
 	(void)ap_fl_push_chain(fl, idx, k);

@@ -85,11 +85,24 @@
  * The generation after g: never 0, the "no generation" of a lease.  The
  * period is 2^32 - 1: a stale lease or token is refused unless its
  * buffer was leased again a multiple of 2^32 - 1 times since.
+ *
+ * Exactly once per lease: a word on the freelist holds the generation
+ * of the last lease (a pop takes the next), a cached word the one of
+ * the next lease (the cache hands it out as it is).  So a cached word
+ * that goes back to the freelist (a flush, a reclaim of a dead
+ * process's cache) steps back with ap_gen_prev(), and so does a chain
+ * pop that gives back what it marked: a generation that was never
+ * leased is not spent.
  */
 static inline uint32_t ap_gen_next(uint32_t g)
 {
 	g++;
 	return g ? g : 1;
+}
+
+static inline uint32_t ap_gen_prev(uint32_t g)
+{
+	return g > 1 ? g - 1 : 0xffffffffu;
 }
 
 /* The head word: index in the low 32 bits, ABA tag in the high 32. */

@@ -95,12 +95,16 @@ struct reclaim {
 	bool have_snapshot;
 };
 
-/* Claim buffer i from word w (now FREE, ours, unlinked). */
+/*
+ * Claim buffer i from word w (now FREE, ours, unlinked).  A cached word
+ * holds the generation of the next lease: it steps back (ap_gen_prev).
+ */
 static void claim(struct reclaim *r, uint32_t i, uint64_t w)
 {
 	struct ap_freelist *fl = &r->pool->fl;
+	uint32_t g = AP_W_KIND(w) == AP_K_CACHED ? ap_gen_prev(AP_W_GEN(w)) : AP_W_GEN(w);
 
-	if (ap_state_cas(&fl->state[i], &w, AP_W_MAKE(AP_K_FREE, fl->me, AP_W_GEN(w))))
+	if (ap_state_cas(&fl->state[i], &w, AP_W_MAKE(AP_K_FREE, fl->me, g)))
 		r->claimed[r->n++] = i;
 }
 

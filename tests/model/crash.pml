@@ -5,14 +5,15 @@
  * spin by tests/test-model.sh.
  *
  * The state word of buffer b (lib/buffer_state.h): kind (FREE or
- * LEASED), holder (the process that leased or pushed it), generation,
- * link.  3 processes each acquire one buffer and release it (2
+ * LEASED), holder (the process that leased or pushed it), generation;
+ * its link apart (link[], layout version 3), read by a pop after the
+ * word, in a step of its own.  3 processes each acquire one buffer and release it (2
  * operations) on a pool of 3 buffers:
  *   pop      read head, read word w of its index (FREE), re-read the
  *            head: if it held still, record the step {b, w} in its
  *            attachment, CAS the head, then take: CAS the
  *            word from w to LEASED|me|gen+1 (a failed take pops again)
- *   release  claim: CAS LEASED|me|g -> FREE|me|g, END; push: link, CAS
+ *   release  claim: CAS LEASED|me|g -> FREE|me|g; push: link, CAS
  *            the head
  * A crash can fire before and after every step of every process: the
  * process stops for good (SIGKILL).  A reclaimer runs once after the
@@ -57,7 +58,7 @@ bool dead[5];
 byte finished = 0;
 /* the step record of each process */
 bool st_on[4];
-byte st_b[4], st_h[4], st_g[4], st_l[4];
+byte st_b[4], st_h[4], st_g[4];
 
 #define crash() if :: dead[me] = true; goto out :: skip fi
 
@@ -93,8 +94,9 @@ pop:
 	atomic { h = hidx; t = htag }
 	if :: h == END -> goto done :: else -> skip fi;
 	ok = true;
-	atomic { k = kind[h]; ho = holder[h]; g = gen[h]; l = link[h] }
+	atomic { k = kind[h]; ho = holder[h]; g = gen[h] }
 	if :: k != FREE -> goto pop :: else -> skip fi;
+	l = link[h];
 #ifndef NO_STEP
 	/* Record only a word read while h was the head: the head (index and
 	 * tag) did not move between the two reads, so h was on the list and
@@ -106,7 +108,7 @@ pop:
 #else
 		:: hidx == h && htag == t ->
 #endif
-			st_b[me] = h; st_h[me] = ho; st_g[me] = g; st_l[me] = l; st_on[me] = true
+			st_b[me] = h; st_h[me] = ho; st_g[me] = g; st_on[me] = true
 		:: else -> ok = false
 		fi
 	}
@@ -128,7 +130,7 @@ pop:
 		:: true ->
 #else
 		if
-		:: kind[h] == FREE && holder[h] == ho && gen[h] == g && link[h] == l ->
+		:: kind[h] == FREE && holder[h] == ho && gen[h] == g ->
 #endif
 			assert(owner[h] == 0);
 			kind[h] = LEASED; holder[h] = me; gen[h] = (g + 1) % 8; owner[h] = me;
@@ -143,7 +145,7 @@ pop:
 	/* release: claim, then push */
 	atomic {
 		assert(kind[h] == LEASED && holder[h] == me && owner[h] == me);
-		kind[h] = FREE; link[h] = END; owner[h] = 0
+		kind[h] = FREE; owner[h] = 0
 	}
 	crash();
 	push_one(h, me);
@@ -175,7 +177,7 @@ inline reclaim() {
 			if
 			:: holder[i] >= 1 && holder[i] <= 3 && gone[holder[i]] &&
 			   (kind[i] == LEASED || (kind[i] == FREE && !reach[i])) ->
-				kind[i] = FREE; holder[i] = R; link[i] = END; owner[i] = 0;
+				kind[i] = FREE; holder[i] = R; owner[i] = 0;
 				claimed[n] = i; n++
 			:: else -> skip
 			fi
@@ -193,8 +195,8 @@ inline reclaim() {
 				i = st_b[c];
 				if
 				:: kind[i] == FREE && holder[i] == st_h[c] && gen[i] == st_g[c] &&
-				   link[i] == st_l[c] && !reach[i] ->
-					holder[i] = R; link[i] = END; owner[i] = 0;
+				   !reach[i] ->
+					holder[i] = R; owner[i] = 0;
 					claimed[n] = i; n++
 				:: else -> skip
 				fi;
