@@ -97,6 +97,38 @@ static void stale_paths(struct asyncpool *pool, const char *what)
 	is_int(asyncpool_check(pool), 0, "%s: check", what);
 }
 
+/*
+ * A program built against the 1.1 header calls the callback a pool
+ * stores itself, through a cast, with the token: it must keep working
+ * (the 1.2 header goes through asyncpool_lease_release_gen instead).
+ */
+static void release_1_1(struct asyncpool_lease *l)
+{
+	void (*fn)(void *, uint32_t) = l->release.fn;
+
+	l->release.fn = NULL;
+	((void (*)(void *, uint64_t))(void (*)(void))fn)(
+		l->release.ctx, ((uint64_t)l->generation << 32) | l->buffer_index);
+}
+
+static void header_1_1(struct asyncpool *pool, const char *what)
+{
+	struct asyncpool_lease l, copy, m;
+	uint64_t bad = bad_releases(pool);
+
+	is_int(asyncpool_acquire(pool, &l), 0, "%s: 1.1 call: acquire", what);
+	copy = l;
+	release_1_1(&l);
+	is_int(out(pool), 0, "%s: 1.1 call: released", what);
+	is_int(asyncpool_acquire(pool, &m), 0, "%s: 1.1 call: acquire again", what);
+	release_1_1(&copy);
+	is_int(bad_releases(pool), bad + 1, "%s: 1.1 call: a stale copy refused, counted", what);
+	is_int(out(pool), 1, "%s: 1.1 call: the new holder keeps it", what);
+	release_1_1(&m);
+	is_int(out(pool), 0, "%s: 1.1 call: released", what);
+}
+#define HEADER_1_1 6
+
 static void token_errors(struct asyncpool *pool)
 {
 	struct asyncpool_lease l;
@@ -124,7 +156,7 @@ int main(void)
 	struct asyncpool_shared *sp;
 	struct asyncpool *pool;
 
-	plan(3 * 37 + 11 + 4);
+	plan(3 * (37 + HEADER_1_1) + 11 + 4);
 	ok(sizeof(struct asyncpool_lease) == 48 &&
 	   offsetof(struct asyncpool_lease, generation) == 44,
 	   "the generation fills the lease's tail padding: 48 bytes as in 1.0");
@@ -133,17 +165,20 @@ int main(void)
 
 	pool = make_pool(p, BS, N, 0);
 	stale_paths(pool, "local");
+	header_1_1(pool, "local");
 	token_errors(pool);
 	is_int(asyncpool_destroy(pool), 0, "local: destroy");
 
 	pool = make_pool(p, BS, N, 4);
 	stale_paths(pool, "cached");
+	header_1_1(pool, "cached");
 	is_int(asyncpool_destroy(pool), 0, "cached: destroy");
 
 	shared_options(&o, BS, N);
 	if (asyncpool_shared_create(&o, &sp))
 		bail_out("shared_create");
 	stale_paths(asyncpool_shared_pool(sp), "shared");
+	header_1_1(asyncpool_shared_pool(sp), "shared");
 	asyncpool_shared_close(sp);
 	is_int(asyncpool_proactor_destroy(p), 0, "proactor destroy");
 	return done_testing();
