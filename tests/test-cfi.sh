@@ -35,7 +35,7 @@ else
 	echo "not ok 1 - cfi-icall: the 1.2 inline release exited $rc"
 	sed 's/^/# /' "$tmp/run.err"
 fi
-( "$tmp/cfi-1.1" ) 2>/dev/null
+{ "$tmp/cfi-1.1"; } 2>/dev/null
 rc=$?
 if [ $rc -eq 132 ]; then
 	echo "ok 2 - cfi-icall: the 1.1 inline's cast call dies of SIGILL (the check is on)"
