@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #define AP_POOL_MAGIC   0x4c4f5041u     /* "APOL" in little-endian memory */
 #define AP_POOL_VERSION 3u
@@ -199,13 +200,26 @@ struct ap_attach {
 	_Atomic uint64_t dead_since;    /* CLOCK_MONOTONIC ns, when found dead */
 	_Atomic uint32_t pid;           /* for display only: not trusted */
 	uint32_t pad0;
-	uint64_t pad[5];                /* zero */
+	_Atomic uint64_t pidns;         /* the PID namespace pid is of (ap_pid_ns), 0 unknown */
+	uint64_t pad[4];                /* zero */
 	struct ap_step step[AP_STEPS];
 };
 
 _Static_assert(sizeof(struct ap_step) == 192, "a step is three cache lines");
 _Static_assert(offsetof(struct ap_step, word) == 64, "the words start the second line");
 _Static_assert(sizeof(struct ap_attach) == AP_ATTACH_SIZE, "attachment size");
+
+/*
+ * The PID namespace of this process, for the display of attachment
+ * records: the inode number of /proc/self/ns/pid, 0 if unknown.  A
+ * record's pid means something to a reader only in the same namespace.
+ */
+static inline uint64_t ap_pid_ns(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
 
 /* OFD lock bytes, far past any data (locks need none). */
 #define AP_LOCK_BASE    ((uint64_t)1 << 40)
