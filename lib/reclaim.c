@@ -98,14 +98,21 @@ struct reclaim {
 /*
  * Claim buffer i from word w (now FREE, ours, unlinked).  A cached word
  * holds the generation of the next lease: it steps back (ap_gen_prev).
+ * A claimed buffer counts as reached, so that no step claims it again:
+ * the claim may leave the word as it was (a FREE word we pushed, or a
+ * cached one we popped, is FREE, ours, at that generation already), and
+ * two steps of the dead may name one buffer (tests/model/crash.pml with
+ * 3 processes: a buffer pushed twice).
  */
 static void claim(struct reclaim *r, uint32_t i, uint64_t w)
 {
 	struct ap_freelist *fl = &r->pool->fl;
 	uint32_t g = AP_W_KIND(w) == AP_K_CACHED ? ap_gen_prev(AP_W_GEN(w)) : AP_W_GEN(w);
 
-	if (ap_state_cas(&fl->state[i], &w, AP_W_MAKE(AP_K_FREE, fl->me, g)))
+	if (ap_state_cas(&fl->state[i], &w, AP_W_MAKE(AP_K_FREE, fl->me, g))) {
 		r->claimed[r->n++] = i;
+		r->reach[i / 8] |= (unsigned char)(1u << (i % 8));
+	}
 }
 
 static bool unreachable(const struct reclaim *r, uint32_t i)

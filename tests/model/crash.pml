@@ -22,7 +22,9 @@
  * LEASED by a dead process, every FREE buffer of a dead holder that is
  * off the list, and every buffer a dead process's recorded step names
  * whose word is still the recorded one and which is off the list, then
- * pushes them.  Its walk of the list is one atomic step here: the code
+ * pushes them.  A buffer it claimed counts as reached: two steps may
+ * name one buffer with one word (version 3 has no link in the word to
+ * tell them apart), and without that, -DPROCS=3 finds it pushed twice.  Its walk of the list is one atomic step here: the code
  * reads the head, walks, and re-reads the head (index and tag), and
  * counts the walk only if the head held still, which is the same.
  *
@@ -178,7 +180,7 @@ inline reclaim() {
 			:: holder[i] >= 1 && holder[i] <= 3 && gone[holder[i]] &&
 			   (kind[i] == LEASED || (kind[i] == FREE && !reach[i])) ->
 				kind[i] = FREE; holder[i] = R; owner[i] = 0;
-				claimed[n] = i; n++
+				reach[i] = true; claimed[n] = i; n++
 			:: else -> skip
 			fi
 		}
@@ -197,7 +199,7 @@ inline reclaim() {
 				:: kind[i] == FREE && holder[i] == st_h[c] && gen[i] == st_g[c] &&
 				   !reach[i] ->
 					holder[i] = R; owner[i] = 0;
-					claimed[n] = i; n++
+					reach[i] = true; claimed[n] = i; n++
 				:: else -> skip
 				fi;
 				st_on[c] = false
