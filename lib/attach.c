@@ -85,6 +85,7 @@ int ap_attach(struct asyncpool *pool, int fd)
 				if (!atomic_load_explicit(&a->step[k].count, memory_order_relaxed))
 					atomic_store_explicit(&a->step[k].busy, 0, memory_order_relaxed);
 			atomic_store_explicit(&a->pid, (uint32_t)getpid(), memory_order_relaxed);
+			atomic_store_explicit(&a->pidns, ap_pid_ns(), memory_order_relaxed);
 			atomic_store_explicit(&a->dead_since, 0, memory_order_relaxed);
 			pool->lock_fd = lfd;
 			pool->slot = s;

@@ -2,9 +2,9 @@
 /*
  * The state of a buffer, and the only code that changes it.
  *
- * Each buffer has one 64-bit word in state[] (pool_layout.h): its
- * freelist link, its kind, the holder (attachment slot + 1, or 0) and a
- * generation that changes on every acquire:
+ * Each buffer has one 64-bit word in state[] (pool_layout.h): its kind,
+ * the holder (attachment slot + 1, or 0) and a 32-bit generation that
+ * changes on every acquire (its freelist link is apart, in link[]):
  *
  *   FREE     on the list, or being pushed (holder: the pusher) or
  *            popped (holder: the last pusher) by one thread
@@ -86,16 +86,17 @@ static inline bool ap_state_take(ap_word *s, uint64_t seen, uint32_t kind, uint3
 {
 	uint32_t g = ap_gen_next(AP_W_GEN(seen));
 
-	if (!ap_state_cas(s, &seen, AP_W_MAKE(kind, me, g, AP_W_LINK(seen))))
+	if (!ap_state_cas(s, &seen, AP_W_MAKE(kind, me, g)))
 		return false;
 	*gen = g;
 	return true;
 }
 
 /*
- * What a lent buffer's word holds above its generation, kind and holder
- * 0 (AP_LENT), and what stands for it in a pool that does not lend:
- * holder bits that ap_state_lease_gen() masks out, so no word matches.
+ * What a lent buffer's word holds above its generation, kind CACHED and
+ * holder 0 (AP_LENT: bits 32-63 of the word), and what stands for it in
+ * a pool that does not lend: holder bits that ap_state_lease_gen()
+ * masks out, so no word matches.
  */
 #define AP_LENT    ((uint32_t)AP_K_CACHED << 30)
 #define AP_NO_LENT ((uint32_t)AP_HOLDER_MASK << 23)
@@ -110,12 +111,13 @@ static inline bool ap_state_take(ap_word *s, uint64_t seen, uint32_t kind, uint3
  */
 static inline uint32_t ap_state_lease_gen(uint64_t w, uint32_t gen, uint32_t lent)
 {
-	/* Kind and generation, the holder masked out. */
-	uint32_t kg = (uint32_t)(w >> 32) & ~((uint32_t)AP_HOLDER_MASK << 23);
+	/* Kind, the zero bits and generation, the holder masked out. */
+	uint64_t kg = w & ~((uint64_t)AP_HOLDER_MASK << 55);
 
 	if (__builtin_expect(gen != 0, 1))
-		return kg == (((uint32_t)AP_K_LEASED << 30) | gen) || kg == (lent | gen) ? gen : 0;
-	return AP_W_KIND(w) == AP_K_LEASED ? AP_W_GEN(w) : 0;
+		return kg == (((uint64_t)AP_K_LEASED << 62) | gen) ||
+		       kg == (((uint64_t)lent << 32) | gen) ? gen : 0;
+	return (kg >> 32) == ((uint32_t)AP_K_LEASED << 30) ? AP_W_GEN(w) : 0;
 }
 
 /*
@@ -134,7 +136,7 @@ static inline uint32_t ap_state_claim_leased_was(ap_word *s, uint32_t gen, uint3
 		if (!(g = ap_state_lease_gen(w, gen, lent)))
 			return 0;
 		*was = w;
-	} while (!ap_state_cas(s, &w, AP_W_MAKE(AP_K_FREE, me, g, AP_FL_END)));
+	} while (!ap_state_cas(s, &w, AP_W_MAKE(AP_K_FREE, me, g)));
 	return AP_W_KIND(*was);
 }
 
@@ -164,7 +166,7 @@ static inline uint32_t ap_state_claim_leased(ap_word *s, uint32_t gen, uint64_t 
 
 	if (!g)
 		return 0;
-	if (AP_LIKELY_CAS(ap_state_cas(s, &w, AP_W_MAKE(AP_K_FREE, me, g, AP_FL_END))))
+	if (AP_LIKELY_CAS(ap_state_cas(s, &w, AP_W_MAKE(AP_K_FREE, me, g))))
 		return kind;
 	return ap_state_claim_again(s, gen, me, lent);
 }
@@ -176,9 +178,9 @@ static inline void ap_state_unclaim(ap_word *s, uint64_t was)
 }
 
 /* The link of a FREE buffer its pusher owns (before the head CAS). */
-static inline void ap_state_set_link(ap_word *s, uint32_t link)
+static inline void ap_state_set_link(_Atomic uint32_t *l, uint32_t link)
 {
-	atomic_store_explicit(s, AP_W_HIGH(ap_state_load(s)) | link, memory_order_relaxed);
+	atomic_store_explicit(l, link, memory_order_relaxed);
 }
 
 /*
@@ -199,7 +201,7 @@ ap_state_cache_again(ap_word *s, uint32_t gen, uint32_t me, uint32_t lent)
 	do {
 		if (!(g = ap_state_lease_gen(w, gen, lent)))
 			return 0;
-	} while (!ap_state_cas(s, &w, AP_W_MAKE(AP_K_CACHED, me, ap_gen_next(g), AP_W_LINK(w))));
+	} while (!ap_state_cas(s, &w, AP_W_MAKE(AP_K_CACHED, me, ap_gen_next(g))));
 	return AP_W_KIND(w);
 }
 
@@ -211,8 +213,7 @@ static inline uint32_t ap_state_leased_to_cached(ap_word *s, uint32_t gen, uint6
 
 	if (!g)
 		return 0;
-	if (AP_LIKELY_CAS(ap_state_cas(s, &w, AP_W_MAKE(AP_K_CACHED, me, ap_gen_next(g),
-							 AP_W_LINK(w)))))
+	if (AP_LIKELY_CAS(ap_state_cas(s, &w, AP_W_MAKE(AP_K_CACHED, me, ap_gen_next(g)))))
 		return kind;
 	return ap_state_cache_again(s, gen, me, lent);
 }
@@ -223,49 +224,47 @@ static inline uint32_t ap_state_leased_to_cached(ap_word *s, uint32_t gen, uint6
  */
 static inline uint32_t ap_state_cached_to_leased(ap_word *s, uint32_t me, uint32_t gen)
 {
-	uint64_t w = ap_state_load(s);
-
-	if ((uint32_t)(w >> 55) != ((AP_K_CACHED << 7) | me) || AP_W_GEN(w) != gen)
+	if (ap_state_load(s) != AP_W_MAKE(AP_K_CACHED, me, gen))
 		return 0;
-	atomic_store_explicit(s, AP_W_MAKE(AP_K_LEASED, me, gen, AP_W_LINK(w)),
-			      memory_order_relaxed);
+	atomic_store_explicit(s, AP_W_MAKE(AP_K_LEASED, me, gen), memory_order_relaxed);
 	return gen;
 }
 
 /*
  * CACHED by me at generation gen (a cache entry's) -> FREE by me, not
- * yet linked: a flush, before the push.
+ * yet linked: a flush, before the push.  At the generation before gen,
+ * which no lease had (pool_layout.h, ap_gen_prev).
  */
 static inline bool ap_state_uncache(ap_word *s, uint32_t me, uint32_t gen)
 {
-	uint64_t w = ap_state_load(s);
-
-	if ((uint32_t)(w >> 55) != ((AP_K_CACHED << 7) | me) || AP_W_GEN(w) != gen)
+	if (ap_state_load(s) != AP_W_MAKE(AP_K_CACHED, me, gen))
 		return false;
-	atomic_store_explicit(s, AP_W_MAKE(AP_K_FREE, me, gen, AP_FL_END), memory_order_relaxed);
+	atomic_store_explicit(s, AP_W_MAKE(AP_K_FREE, me, ap_gen_prev(gen)), memory_order_relaxed);
 	return true;
 }
 
 /*
- * A lease of generation gen (0: any) changes hands: the holder becomes
- * me, so that the giver's death no longer reclaims it.  *out_gen gets
- * the generation.  A lent buffer is a local pool's (holder 0, no
- * reclaim): it stays as it is.
+ * A lease of generation gen (0: any) changes hands: LEASED or lent ->
+ * LEASED by me at the next generation, in one CAS.  The holder becomes
+ * me, so that the giver's death no longer reclaims it, and the giver's
+ * lease and token (of the old generation) are refused from then on,
+ * however they race with it: exactly one of the adoption and a release
+ * of the old generation wins.  *out_gen gets the new generation.  The
+ * kind the word had (AP_K_CACHED: it was lent, and is not any more), or
+ * 0 if refused.
  */
-static inline bool ap_state_adopt(ap_word *s, uint32_t gen, uint32_t me, uint32_t lent,
-				  uint32_t *out_gen)
+static inline uint32_t ap_state_adopt(ap_word *s, uint32_t gen, uint32_t me, uint32_t lent,
+				      uint32_t *out_gen)
 {
 	uint64_t w = atomic_load_explicit(s, memory_order_acquire);
 	uint32_t g;
 
 	do {
 		if (!(g = ap_state_lease_gen(w, gen, lent)))
-			return false;
-		if (AP_W_KIND(w) != AP_K_LEASED || AP_W_HOLDER(w) == me)
-			break;
-	} while (!ap_state_cas(s, &w, AP_W_MAKE(AP_K_LEASED, me, g, AP_W_LINK(w))));
-	*out_gen = g;
-	return true;
+			return 0;
+	} while (!ap_state_cas(s, &w, AP_W_MAKE(AP_K_LEASED, me, ap_gen_next(g))));
+	*out_gen = ap_gen_next(g);
+	return AP_W_KIND(w);
 }
 
 #endif /* ASYNCPOOL_BUFFER_STATE_H */

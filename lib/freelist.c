@@ -5,8 +5,11 @@
  * The head is one 64-bit word, {index, tag}, changed only by CAS; every
  * successful CAS bumps the 32-bit tag, so a thread that read the head,
  * stalled, and saw the same index come back cannot pop with a stale next
- * (ABA).  state[i] holds the index after i while i is on the list, with
- * the kind FREE; off the list, another kind (buffer_state.h).
+ * (ABA).  link[i] holds the index after i while i is on the list, and
+ * its state word the kind FREE; off the list, another kind
+ * (buffer_state.h).  A pop reads link[head] between its load of the head
+ * and its CAS: the tag proves at the CAS that the head, and so its link,
+ * did not change.
  *
  * A walk (a pop reads one link, a chain pop up to max) may run over
  * buffers that another thread pops, claims or pushes under it: every
@@ -111,15 +114,22 @@ static inline void step_end(struct ap_freelist *fl, struct ap_step *st)
 	}
 }
 
-/* Write what a pop is about to take, before its CAS on the head. */
-static inline void step_record(struct ap_step *st, uint32_t first, const uint64_t *w, uint32_t k)
+#define AP_OUT(p, j) (*(uint32_t *)((char *)(p) + (size_t)(j) * stride))
+
+/*
+ * Write what a pop is about to take, before its CAS on the head: the
+ * buffers (at out, stride bytes apart) and the word seen of each.
+ */
+static inline void step_record(struct ap_step *st, const void *out, size_t stride,
+			       const uint64_t *w, uint32_t k)
 {
 	if (!st)
 		return;
 	atomic_store_explicit(&st->count, 0, memory_order_relaxed);
-	atomic_store_explicit(&st->first, first, memory_order_relaxed);
-	for (uint32_t j = 0; j < k; j++)
+	for (uint32_t j = 0; j < k; j++) {
+		atomic_store_explicit(&st->idx[j], AP_OUT(out, j), memory_order_relaxed);
 		atomic_store_explicit(&st->word[j], w[j], memory_order_relaxed);
+	}
 	atomic_store_explicit(&st->count, k, memory_order_relaxed);
 	AP_TEST_AT(AP_TP_POP_RECORDED);
 }
@@ -135,8 +145,7 @@ static inline bool take(struct ap_freelist *fl, uint32_t i, uint64_t seen, uint3
 	if (fl->shared)
 		return ap_state_take(&fl->state[i], seen, kind, fl->me, gen);
 	*gen = ap_gen_next(AP_W_GEN(seen));
-	atomic_store_explicit(&fl->state[i], AP_W_MAKE(kind, 0, *gen, AP_W_LINK(seen)),
-			      memory_order_relaxed);
+	atomic_store_explicit(&fl->state[i], AP_W_MAKE(kind, 0, *gen), memory_order_relaxed);
 	return true;
 }
 
@@ -163,7 +172,7 @@ static inline __attribute__((always_inline)) int pop_one(struct ap_freelist *fl,
 		if (AP_UNLIKELY(i >= fl->count))
 			break;
 		w = ap_state_load(&fl->state[i]);
-		n = AP_W_LINK(w);
+		n = atomic_load_explicit(&fl->link[i], memory_order_relaxed);
 		AP_TEST_POINT();
 		if (AP_UNLIKELY(AP_W_KIND(w) != AP_K_FREE || (n >= fl->count && n != AP_FL_END))) {
 			/* Taken under a stale head, or the list is corrupt. */
@@ -180,7 +189,7 @@ static inline __attribute__((always_inline)) int pop_one(struct ap_freelist *fl,
 		if (st) {
 			if (head_moved(fl, &h))
 				continue;
-			step_record(st, i, &w, 1);
+			step_record(st, &i, sizeof(i), &w, 1);
 		}
 		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
 							  AP_HEAD_MAKE(n, AP_HEAD_TAG(h) + 1),
@@ -212,9 +221,7 @@ int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *ge
 	return rc;
 }
 
-#define AP_OUT(p, j) (*(uint32_t *)((char *)(p) + (size_t)(j) * stride))
-
-/* Give back buffers a chain pop marked (its own: a store), then retry. */
+/* Give back buffers a chain pop marked (its own: a store, at the generations they had), then retry. */
 static void untake(struct ap_freelist *fl, void *out, size_t stride, uint32_t k)
 {
 	uint32_t idx[AP_STEP_WORDS];
@@ -223,8 +230,7 @@ static void untake(struct ap_freelist *fl, void *out, size_t stride, uint32_t k)
 		idx[j] = AP_OUT(out, j);
 		atomic_store_explicit(&fl->state[idx[j]],
 				      AP_W_MAKE(AP_K_FREE, fl->me,
-						AP_W_GEN(ap_state_load(&fl->state[idx[j]])),
-						AP_FL_END),
+						ap_gen_prev(AP_W_GEN(ap_state_load(&fl->state[idx[j]])))),
 				      memory_order_relaxed);
 	}
 	(void)ap_fl_push_chain(fl, idx, k);
@@ -260,7 +266,7 @@ int ap_fl_pop_chain(struct ap_freelist *fl, void *out, void *gens, size_t stride
 				seen[k] = w;
 			AP_OUT(out, k) = i;
 			k++;
-			i = AP_W_LINK(w);
+			i = atomic_load_explicit(&fl->link[i], memory_order_relaxed);
 		}
 		if (AP_UNLIKELY(odd || (i >= fl->count && i != AP_FL_END))) {
 			if (!head_moved(fl, &h))
@@ -268,8 +274,9 @@ int ap_fl_pop_chain(struct ap_freelist *fl, void *out, void *gens, size_t stride
 			continue;
 		}
 		if (k < min) {
-			/* A claimed buffer (AP_FL_END) under a stale walk looks
-			 * like the end: only a head that held still means empty. */
+			/* A walk under a stale head may end early (a link
+			 * rewritten by a push): only a head that held still
+			 * means empty. */
 			if (head_moved(fl, &h))
 				continue;
 			count_empty(fl);
@@ -280,7 +287,7 @@ int ap_fl_pop_chain(struct ap_freelist *fl, void *out, void *gens, size_t stride
 			/* Words read while the head held still (above). */
 			if (head_moved(fl, &h))
 				continue;
-			step_record(st, AP_OUT(out, 0), seen, k);
+			step_record(st, out, stride, seen, k);
 		}
 		AP_TEST_POINT();
 		if (!atomic_compare_exchange_weak_explicit(&line->head, &h,
@@ -328,7 +335,7 @@ static inline __attribute__((always_inline)) int push_chain(struct ap_freelist *
 	if (!n)
 		return 0;
 	for (uint32_t j = 0; j + 1 < n; j++)
-		ap_state_set_link(&fl->state[idx[j]], idx[j + 1]);
+		ap_state_set_link(&fl->link[idx[j]], idx[j + 1]);
 	/* acquire: the depth of the head, written before its push's CAS. */
 	h = atomic_load_explicit(&line->head, memory_order_acquire);
 	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
@@ -342,7 +349,7 @@ static inline __attribute__((always_inline)) int push_chain(struct ap_freelist *
 		 */
 		for (uint32_t j = 0; j < n; j++)
 			atomic_store_explicit(&fl->depth[idx[j]], d + n - j, memory_order_relaxed);
-		ap_state_set_link(&fl->state[idx[n - 1]], top);
+		ap_state_set_link(&fl->link[idx[n - 1]], top);
 		AP_TEST_POINT();
 		AP_TEST_AT(AP_TP_PUSH_LINKED);
 		/*
@@ -399,7 +406,8 @@ static inline uint32_t link_of(const struct ap_freelist *fl, uint32_t i)
 {
 	uint64_t w = ap_state_load(&fl->state[i]);
 
-	return AP_W_KIND(w) == AP_K_FREE ? AP_W_LINK(w) : AP_FL_END - 1;
+	return AP_W_KIND(w) == AP_K_FREE ?
+	       atomic_load_explicit(&fl->link[i], memory_order_relaxed) : AP_FL_END - 1;
 }
 
 /*

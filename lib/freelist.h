@@ -16,7 +16,8 @@
 
 struct ap_freelist {
 	struct ap_pool_head     *line;  /* the head word */
-	_Atomic uint64_t        *state; /* link and state of each buffer */
+	_Atomic uint64_t        *state; /* state of each buffer */
+	_Atomic uint32_t        *link;  /* next free buffer after each */
 	_Atomic uint32_t        *depth; /* free buffers from each to the end */
 	struct ap_pool_counters *ctr;
 	uint32_t                 count;

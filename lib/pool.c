@@ -33,10 +33,11 @@ void ap_layout_init(void *mem, uint32_t count, size_t buffer_size, bool shared)
 	struct ap_pool_counters *ctr = (void *)((char *)mem + AP_OFF_COUNTERS);
 	struct ap_layout_geometry g;
 	_Atomic uint64_t *state;
-	_Atomic uint32_t *depth;
+	_Atomic uint32_t *link, *depth;
 
 	(void)ap_layout_geometry(count, shared, &g);
 	state = (void *)((char *)mem + g.next_offset);
+	link = (void *)((char *)mem + g.link_offset);
 	depth = (void *)((char *)mem + g.depth_offset);
 	memset(mem, 0, AP_OFF_NEXT);
 	hdr->version = AP_POOL_VERSION;
@@ -49,13 +50,15 @@ void ap_layout_init(void *mem, uint32_t count, size_t buffer_size, bool shared)
 	hdr->counters_offset = AP_OFF_COUNTERS;
 	hdr->next_offset = g.next_offset;
 	hdr->depth_offset = g.depth_offset;
+	hdr->link_offset = g.link_offset;
 	if (shared) {
 		hdr->attach_slots = AP_ATTACH_SLOTS;
 		hdr->attach_offset = g.attach_offset;
 		memset((char *)mem + g.attach_offset, 0, g.storage_size - g.attach_offset);
 	}
 	for (uint32_t i = 0; i < count; i++) {
-		atomic_init(&state[i], AP_W_MAKE(AP_K_FREE, 0, 0, i + 1 < count ? i + 1 : AP_FL_END));
+		atomic_init(&state[i], AP_W_MAKE(AP_K_FREE, 0, 0));
+		atomic_init(&link[i], i + 1 < count ? i + 1 : AP_FL_END);
 		atomic_init(&depth[i], count - i);
 	}
 	atomic_init(&line->head, AP_HEAD_MAKE(0, 0));
@@ -81,6 +84,7 @@ void ap_pool_bind(struct asyncpool *pool, void *mem, struct asyncpool_region *r)
 	pool->fl.line = (void *)((char *)mem + AP_OFF_HEAD);
 	pool->fl.ctr = (void *)((char *)mem + AP_OFF_COUNTERS);
 	pool->fl.state = (void *)((char *)mem + g.next_offset);
+	pool->fl.link = (void *)((char *)mem + g.link_offset);
 	pool->fl.depth = (void *)((char *)mem + g.depth_offset);
 	pool->fl.count = r->buffer_count;
 	pool->fl.lent_tag = AP_NO_LENT;         /* until caches lend (pool_cache.c) */

@@ -33,7 +33,7 @@ AP_EXPORT int asyncpool_check(const struct asyncpool *pool)
 	if (!seen)
 		return -ENOMEM;
 	head = atomic_load_explicit(&pool->fl.line->head, memory_order_acquire);
-	rc = ap_freelist_audit(head, pool->fl.state, pool->fl.count, seen, &a);
+	rc = ap_freelist_audit(head, pool->fl.state, pool->fl.link, pool->fl.count, seen, &a);
 	free(seen);
 	if (rc || !pool->cache_size)
 		return rc;

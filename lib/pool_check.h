@@ -64,6 +64,7 @@ static inline int ap_header_check(const void *mem, size_t size, bool shared,
 	if (!ap_offset_ok(copy->head_offset, 64, g.storage_size, AP_OFF_HEAD) ||
 	    !ap_offset_ok(copy->counters_offset, 64, g.storage_size, AP_OFF_COUNTERS) ||
 	    !ap_offset_ok(copy->next_offset, g.per, g.storage_size, AP_OFF_NEXT) ||
+	    !ap_offset_ok(copy->link_offset, g.link_per, g.storage_size, g.link_offset) ||
 	    !ap_offset_ok(copy->depth_offset, g.depth_per, g.storage_size, g.depth_offset))
 		return -EBADMSG;
 	if (shared &&
@@ -117,7 +118,8 @@ static inline void ap_audit_fail(struct ap_audit *a, const char *what, uint32_t 
 }
 
 /*
- * Walk the freelist from head through state[] (count entries), with
+ * Walk the freelist from head through link[] and state[] (count
+ * entries each), with
  * seen a zeroed bitmap of count bits.  The walk stops at the first index
  * that is out of range or seen twice, or a word that is not FREE, so it
  * takes at most count steps.  The list is consistent when every buffer
@@ -125,7 +127,8 @@ static inline void ap_audit_fail(struct ap_audit *a, const char *what, uint32_t 
  * changes the pool.  0 or -EUCLEAN.
  */
 static inline int ap_freelist_audit(uint64_t head, const _Atomic uint64_t *state,
-				    uint32_t count, unsigned char *seen, struct ap_audit *a)
+				    const _Atomic uint32_t *link, uint32_t count,
+				    unsigned char *seen, struct ap_audit *a)
 {
 	uint32_t i = AP_HEAD_INDEX(head), from = AP_FL_END;
 
@@ -155,7 +158,7 @@ static inline int ap_freelist_audit(uint64_t head, const _Atomic uint64_t *state
 		seen[i / 8] |= (unsigned char)(1u << (i % 8));
 		a->free++;
 		from = i;
-		i = AP_W_LINK(w);
+		i = atomic_load_explicit((_Atomic uint32_t *)&link[i], memory_order_relaxed);
 	}
 	for (uint32_t j = 0; j < count; j++) {
 		uint64_t v = atomic_load_explicit((_Atomic uint64_t *)&state[j],

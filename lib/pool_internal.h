@@ -67,11 +67,10 @@ static inline bool ap_release_is(const struct asyncpool_lease *l, ap_release_tok
 	return l->release.fn == (ap_release_fn *)(void (*)(void))fn;
 }
 
-/* A token that can name a lease of pool: a generation, an index in range. */
+/* A token that can name a lease of pool: a generation (any of 2^32 - 1), an index in range. */
 static inline bool ap_token_ok(const struct asyncpool *pool, uint64_t token)
 {
-	return pool && AP_TOKEN_GEN(token) && AP_TOKEN_GEN(token) <= AP_GEN_MASK &&
-	       AP_TOKEN_INDEX(token) < pool->fl.count;
+	return pool && AP_TOKEN_GEN(token) && AP_TOKEN_INDEX(token) < pool->fl.count;
 }
 
 /* pool.c */

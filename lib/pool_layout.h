@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The memory layout of a pool's freelist, version 2.  A local pool keeps
+ * The memory layout of a pool's freelist, version 3.  A local pool keeps
  * it on the heap, a shared pool in memory that several processes map, so
  * it holds no pointers: only indices and offsets from its start.
  * man/man7/asyncpool-shared.7 documents it for other implementations.
@@ -8,24 +8,30 @@
  *   0    header            (2 cache lines; magic published last)
  *   128  head line         head word, the wait and flush words
  *   192  counters line     statistics
- *   256  state[]           uint64 per buffer: link, kind, holder, generation
+ *   256  state[]           uint64 per buffer: generation, holder, kind
+ *   ...  link[]            uint32 per buffer: the next free buffer
  *   ...  depth[]           uint32 per buffer: free buffers from it to the end
  *   ...  attach[]          AP_ATTACH_SLOTS x AP_ATTACH_SIZE bytes  shared only
  *
  * Version 1 had uint32 words (a link or a state, no generation, no
- * holder) and a reserved owners[] array: it is refused (-EPROTONOSUPPORT).
+ * holder) and a reserved owners[] array; version 2 kept the link in the
+ * state word beside a 23-bit generation, which a buffer cycled as fast
+ * as the library goes wrapped in under a second.  Both are refused
+ * (-EPROTONOSUPPORT).
  */
 #ifndef ASYNCPOOL_POOL_LAYOUT_H
 #define ASYNCPOOL_POOL_LAYOUT_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #define AP_POOL_MAGIC   0x4c4f5041u     /* "APOL" in little-endian memory */
-#define AP_POOL_VERSION 2u
+#define AP_POOL_VERSION 3u
 #define AP_ATTACH_SLOTS 64u
-#define AP_ATTACH_SIZE  576u            /* one struct ap_attach */
+#define AP_ATTACH_SIZE  832u            /* one struct ap_attach */
 
 /* A link beyond any index: the end of the list; an empty head. */
 #define AP_FL_END    0xffffffffu
@@ -33,16 +39,26 @@
 /*
  * The state word of a buffer (buffer_state.h has the transitions):
  *
- *   bits  0-31  link: the next free buffer (or AP_FL_END); kept when the
- *               buffer is taken, so that a popped chain stays walkable
- *   bits 32-54  generation: changes on every acquire, never 0 once leased
+ *   bits  0-31  generation: changes on every acquire, never 0 once leased
+ *   bits 32-54  zero (a word with any of them set matches no transition)
  *   bits 55-61  holder: 0 (a local pool, raw shared memory, nobody), or
  *               1 + the attachment slot that leased, cached or pushed it
  *   bits 62-63  kind: FREE (on the list, or being pushed or popped),
  *               LEASED, CACHED (in a per-thread cache of the holder)
  *
- * Only a FREE word's link is a link: a walker that meets another kind
- * re-reads the head.
+ * The generation is as wide as the one of a lease and of a token: all
+ * 32 bits.  ap_gen_next() skips 0, so a buffer comes back to a
+ * generation after exactly 2^32 - 1 acquires.
+ *
+ * link[i] is the next free buffer after i (or AP_FL_END) while i is on
+ * the list, written by its pusher before the CAS on the head; kept when
+ * the buffer is taken, so that a popped chain stays walkable.  Only the
+ * link of a buffer whose word is FREE is a link: a walker reads the word
+ * first and re-reads the head when it meets another kind.  A pop reads
+ * link[head] between its load of the head and its CAS: the head's tag
+ * changes with every push and pop, so a CAS that succeeds proves that
+ * nothing was pushed or popped since, and the link it read was the one
+ * the head's pusher wrote.
  *
  * depth[i] of a buffer on the list is the number of buffers from it to
  * the end of the list, itself included: a pusher writes it (one plus
@@ -56,24 +72,38 @@
 #define AP_K_CACHED  2u
 #define AP_K_BAD     3u                 /* never written: corruption */
 
-#define AP_GEN_BITS    23u
-#define AP_GEN_MASK    ((1u << AP_GEN_BITS) - 1)
+#define AP_GEN_BITS    32u
 #define AP_HOLDER_MASK 0x7fu
 
-#define AP_W_LINK(w)   ((uint32_t)(w))
-#define AP_W_GEN(w)    ((uint32_t)((w) >> 32) & AP_GEN_MASK)
+#define AP_W_GEN(w)    ((uint32_t)(w))
 #define AP_W_HOLDER(w) ((uint32_t)((w) >> 55) & AP_HOLDER_MASK)
 #define AP_W_KIND(w)   ((uint32_t)((w) >> 62))
-#define AP_W_HIGH(w)   ((w) & ~(uint64_t)0xffffffffu)
-#define AP_W_MAKE(kind, holder, gen, link)                                  \
+#define AP_W_MAKE(kind, holder, gen)                                        \
 	(((uint64_t)(kind) << 62) | ((uint64_t)((holder) & AP_HOLDER_MASK) << 55) | \
-	 ((uint64_t)((gen) & AP_GEN_MASK) << 32) | (uint32_t)(link))
+	 (uint32_t)(gen))
 
-/* The generation after g: never 0, the "no generation" of a lease. */
+/*
+ * The generation after g: never 0, the "no generation" of a lease.  The
+ * period is 2^32 - 1: a stale lease or token is refused unless its
+ * buffer was leased again a multiple of 2^32 - 1 times since.
+ *
+ * Exactly once per lease: a word on the freelist holds the generation
+ * of the last lease (a pop takes the next), a cached word the one of
+ * the next lease (the cache hands it out as it is).  So a cached word
+ * that goes back to the freelist (a flush, a reclaim of a dead
+ * process's cache) steps back with ap_gen_prev(), and so does a chain
+ * pop that gives back what it marked: a generation that was never
+ * leased is not spent.
+ */
 static inline uint32_t ap_gen_next(uint32_t g)
 {
-	g = (g + 1) & AP_GEN_MASK;
+	g++;
 	return g ? g : 1;
+}
+
+static inline uint32_t ap_gen_prev(uint32_t g)
+{
+	return g > 1 ? g - 1 : 0xffffffffu;
 }
 
 /* The head word: index in the low 32 bits, ABA tag in the high 32. */
@@ -95,7 +125,8 @@ struct ap_pool_header {
 	uint64_t next_offset;           /* state[] */
 	uint64_t depth_offset;          /* depth[] */
 	uint64_t attach_offset;         /* 0 for local pools */
-	uint64_t reserved[6];           /* zero */
+	uint64_t link_offset;           /* link[] (version 3) */
+	uint64_t reserved[5];           /* zero */
 };
 
 #define AP_POOL_F_SHARED 1u
@@ -139,8 +170,9 @@ _Static_assert(sizeof(struct ap_pool_counters) == 64, "counters are one cache li
  * epoch above, bumped by every attach so that a reused slot is never
  * taken for its previous owner.
  *
- * The in-flight steps: a pop writes the buffers and the words it saw
- * into a step of its attachment before its CAS on the head, and clears
+ * The in-flight steps: a pop writes the buffers (idx[]) and the words it
+ * saw (word[]) into a step of its attachment before its CAS on the head,
+ * and clears
  * it after it marked what it took, like a robust futex's
  * list_op_pending: a survivor reads the steps of a dead process to
  * finish its pops.  The threads of a process each take a free step
@@ -159,10 +191,10 @@ _Static_assert(sizeof(struct ap_pool_counters) == 64, "counters are one cache li
 
 struct ap_step {
 	_Atomic uint32_t busy;          /* a thread is using this step */
-	_Atomic uint32_t count;         /* 0: nothing in flight; else words below */
-	_Atomic uint32_t first;         /* the first buffer popped */
-	uint32_t pad;
-	_Atomic uint64_t word[AP_STEP_WORDS]; /* the words the pop saw, in list order */
+	_Atomic uint32_t count;         /* 0: nothing in flight; else entries below */
+	_Atomic uint32_t idx[AP_STEP_WORDS];  /* the buffers popped, in list order */
+	_Atomic uint64_t word[AP_STEP_WORDS]; /* the word the pop saw of each */
+	uint64_t pad[2];                /* zero */
 };
 
 struct ap_attach {
@@ -170,12 +202,26 @@ struct ap_attach {
 	_Atomic uint64_t dead_since;    /* CLOCK_MONOTONIC ns, when found dead */
 	_Atomic uint32_t pid;           /* for display only: not trusted */
 	uint32_t pad0;
-	uint64_t pad[5];                /* zero */
+	_Atomic uint64_t pidns;         /* the PID namespace pid is of (ap_pid_ns), 0 unknown */
+	uint64_t pad[4];                /* zero */
 	struct ap_step step[AP_STEPS];
 };
 
-_Static_assert(sizeof(struct ap_step) == 128, "a step is two cache lines");
+_Static_assert(sizeof(struct ap_step) == 192, "a step is three cache lines");
+_Static_assert(offsetof(struct ap_step, word) == 64, "the words start the second line");
 _Static_assert(sizeof(struct ap_attach) == AP_ATTACH_SIZE, "attachment size");
+
+/*
+ * The PID namespace of this process, for the display of attachment
+ * records: the inode number of /proc/self/ns/pid, 0 if unknown.  A
+ * record's pid means something to a reader only in the same namespace.
+ */
+static inline uint64_t ap_pid_ns(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
 
 /* OFD lock bytes, far past any data (locks need none). */
 #define AP_LOCK_BASE    ((uint64_t)1 << 40)
@@ -198,6 +244,8 @@ _Static_assert(sizeof(struct ap_attach) == AP_ATTACH_SIZE, "attachment size");
 struct ap_layout_geometry {
 	uint64_t per;                   /* bytes of state[] */
 	uint64_t next_offset;           /* state[] */
+	uint64_t link_per;              /* bytes of link[] */
+	uint64_t link_offset;           /* link[] */
 	uint64_t depth_per;             /* bytes of depth[] */
 	uint64_t depth_offset;          /* depth[] */
 	uint64_t attach_offset;         /* 0 for local pools */
@@ -209,8 +257,10 @@ static inline bool ap_layout_geometry(uint32_t count, bool shared, struct ap_lay
 {
 	g->per = ((uint64_t)count * sizeof(uint64_t) + 63) & ~(uint64_t)63;
 	g->next_offset = AP_OFF_NEXT;
-	g->depth_per = ((uint64_t)count * sizeof(uint32_t) + 63) & ~(uint64_t)63;
-	g->depth_offset = AP_OFF_NEXT + g->per;
+	g->link_per = ((uint64_t)count * sizeof(uint32_t) + 63) & ~(uint64_t)63;
+	g->link_offset = AP_OFF_NEXT + g->per;
+	g->depth_per = g->link_per;
+	g->depth_offset = g->link_offset + g->link_per;
 	g->attach_offset = shared ? g->depth_offset + g->depth_per : 0;
 	g->storage_size = g->depth_offset + g->depth_per +
 			  (shared ? (uint64_t)AP_ATTACH_SLOTS * AP_ATTACH_SIZE : 0);

@@ -131,7 +131,7 @@ AP_EXPORT int asyncpool_release_index(struct asyncpool *pool, uint32_t buffer_in
 static int adopt(struct asyncpool *pool, uint32_t idx, uint32_t gen,
 		 struct asyncpool_lease *out, int stale)
 {
-	uint32_t g;
+	uint32_t g, kind;
 
 	if (!out)
 		return -EINVAL;
@@ -140,9 +140,15 @@ static int adopt(struct asyncpool *pool, uint32_t idx, uint32_t gen,
 		return -EINVAL;
 	if (!gen && pool->fl.lazy && !(gen = ap_cache_lease_gen(pool, idx)))
 		return stale;
-	/* The holder becomes us: the giver's death no longer reclaims it. */
-	if (!ap_state_adopt(&pool->fl.state[idx], gen, pool->fl.me, pool->fl.lent_tag, &g))
+	/*
+	 * The holder becomes us, at a new generation: the giver's death no
+	 * longer reclaims it, and the giver's lease and token are stale.
+	 */
+	kind = ap_state_adopt(&pool->fl.state[idx], gen, pool->fl.me, pool->fl.lent_tag, &g);
+	if (!kind)
 		return stale;
+	if (kind == AP_K_CACHED)
+		ap_fl_lent_back(&pool->fl, 1);  /* no longer lent: leased */
 	ap_pool_lease(pool, idx, g, pool->release_fn, out);
 	return 0;
 }

@@ -164,7 +164,7 @@ static bool snapshot(const struct ap_freelist *fl, unsigned char *reach)
 				break;
 			}
 			reach[i / 8] |= (unsigned char)(1u << (i % 8));
-			i = AP_W_LINK(w);
+			i = atomic_load_explicit(&fl->link[i], memory_order_relaxed);
 		}
 		if (ok && atomic_load_explicit(&fl->line->head, memory_order_acquire) == h)
 			return true;
@@ -188,26 +188,36 @@ static bool bit(const unsigned char *map, uint32_t i)
 }
 
 /*
- * Claim buffer i from word w (now FREE, unlinked), for a dead holder h.
+ * Claim buffer i from word w (now FREE, unlinked), for a dead holder h,
+ * at most once per scan (done[]), whatever a peer wrote in its records.
+ * A cached word holds the generation of the next lease: it steps back
+ * (ap_gen_prev), so that a generation advances once per lease.
  * A reclaimer with an attachment claims it as its own (holder me): if it
  * dies before its push, its own death gives the buffer back.  The
  * reclaim of an open that has no attachment yet (attach.c) has no holder
- * of its own: it claims for the dead holder h, with the next generation
- * so that the word changes (a popper's take from w fails), and h stays
- * DEAD until the push, so a later reclaim finds the buffer FREE, of a
- * dead holder and off the list, if this one dies.
+ * of its own: it claims for the dead holder h, and h stays DEAD until
+ * the push, so a later reclaim finds the buffer FREE, of a dead holder
+ * and off the list, if this one dies; where that would leave the word as
+ * it was, it takes the next generation, so that the word changes (a
+ * popper's take from w fails).
+ * A claimed buffer also counts as reached, so that no step claims it
+ * again: two steps of the dead may name one buffer (tests/model/crash.pml
+ * with 3 processes: a buffer pushed twice).
  */
 static void claim(struct reclaim *r, uint32_t i, uint64_t w, uint32_t h)
 {
 	struct ap_freelist *fl = &r->pool->fl;
-	uint64_t to = fl->me ? AP_W_MAKE(AP_K_FREE, fl->me, AP_W_GEN(w), AP_FL_END)
-			     : AP_W_MAKE(AP_K_FREE, h, ap_gen_next(AP_W_GEN(w)), AP_FL_END);
+	uint32_t g = AP_W_KIND(w) == AP_K_CACHED ? ap_gen_prev(AP_W_GEN(w)) : AP_W_GEN(w);
+	uint64_t to = AP_W_MAKE(AP_K_FREE, fl->me ? fl->me : h, g);
 
 	if (i >= fl->count || bit(r->done, i) || r->n >= fl->count)
 		return;
+	if (!fl->me && to == w)
+		to = AP_W_MAKE(AP_K_FREE, h, ap_gen_next(g));
 	if (ap_state_cas(&fl->state[i], &w, to)) {
 		r->done[i / 8] |= (unsigned char)(1u << (i % 8));
 		r->claimed[r->n++] = i;
+		r->reach[i / 8] |= (unsigned char)(1u << (i % 8));
 	}
 }
 
@@ -318,7 +328,7 @@ int ap_reclaim(struct asyncpool *pool)
 			continue;
 		for (uint32_t k = 0; k < AP_STEPS; k++) {
 			struct ap_step *st = &a->step[k];
-			uint32_t n = atomic_load(&st->count), i = atomic_load(&st->first);
+			uint32_t n = atomic_load(&st->count);
 
 			if (!n) {
 				atomic_store(&st->busy, 0);
@@ -328,12 +338,13 @@ int ap_reclaim(struct asyncpool *pool)
 				pending |= (uint64_t)1 << s;
 				continue;
 			}
-			for (uint32_t j = 0; j < n && j < AP_STEP_WORDS && i < fl->count; j++) {
+			for (uint32_t j = 0; j < n && j < AP_STEP_WORDS; j++) {
+				uint32_t i = atomic_load(&st->idx[j]);
 				uint64_t seen = atomic_load(&st->word[j]);
 
-				if (ap_state_load(&fl->state[i]) == seen && unreachable(&r, i))
+				if (i < fl->count && ap_state_load(&fl->state[i]) == seen &&
+				    unreachable(&r, i))
 					claim(&r, i, seen, s + 1);
-				i = AP_W_LINK(seen);
 			}
 			atomic_store(&st->count, 0);
 			atomic_store(&st->busy, 0);

@@ -36,6 +36,15 @@ static inline _Atomic uint64_t *layout_state_at(void *base, uint32_t count, uint
 	return (_Atomic uint64_t *)((char *)base + g.next_offset) + i;
 }
 
+/* The link of buffer i (layout version 3: links apart from the words). */
+static inline _Atomic uint32_t *layout_link_at(void *base, uint32_t count, uint32_t i)
+{
+	struct ap_layout_geometry g;
+
+	(void)ap_layout_geometry(count, true, &g);
+	return (_Atomic uint32_t *)((char *)base + g.link_offset) + i;
+}
+
 static inline _Atomic uint32_t *layout_depth_at(void *base, uint32_t count, uint32_t i)
 {
 	struct ap_layout_geometry g;
@@ -84,18 +93,11 @@ static inline struct ap_pool_head *layout_head(struct asyncpool_shared *sp)
 	return (struct ap_pool_head *)(layout_base(sp) + AP_OFF_HEAD);
 }
 
-/* A state word: kind, holder, generation, link (the one place that
- * builds one, so that a change of the word's layout changes only this). */
-static inline uint64_t layout_word_link(uint32_t kind, uint32_t holder, uint32_t gen,
-					uint32_t link)
-{
-	return AP_W_MAKE(kind, holder, gen, link);
-}
-
-/* A state word off the list: kind, holder, generation. */
+/* A state word: kind, holder, generation (the one place that builds
+ * one, so that a change of the word's layout changes only this). */
 static inline uint64_t layout_word(uint32_t kind, uint32_t holder, uint32_t gen)
 {
-	return layout_word_link(kind, holder, gen, AP_FL_END);
+	return AP_W_MAKE(kind, holder, gen);
 }
 
 /* The slot of the attachment whose record is LIVE and not skip's, or -1. */

@@ -32,6 +32,9 @@ enum peer_op {
 	OP_WRITE,       /* arg: index, value: written to the first 8 bytes */
 	OP_CHECK,       /* -> rc of asyncpool_check */
 	OP_QUIT,
+	OP_ADOPT_TOKEN, /* value: token -> rc, index, value: the adopted lease's token */
+	OP_RELEASE_TOKEN, /* value: token -> rc of asyncpool_release_token */
+	OP_CACHE,       /* index: cache size -> rc of asyncpool_set_cache */
 };
 
 struct peer_req {

@@ -105,7 +105,23 @@ static int do_serve(int fd)
 			if (r.rc == 0 && q.index < MAX_HELD)
 				held[q.index] = l;
 			break;
+		case OP_ADOPT_TOKEN:
+			r.rc = asyncpool_lease_adopt_token(pool, q.value, &l);
+			if (r.rc == 0) {
+				r.index = l.buffer_index;
+				r.value = asyncpool_lease_token(&l);
+				if (r.index < MAX_HELD)
+					held[r.index] = l;
+			}
+			break;
+		case OP_RELEASE_TOKEN:
+			r.rc = asyncpool_release_token(pool, q.value);
+			break;
+		case OP_CACHE:
+			r.rc = asyncpool_set_cache(pool, q.index);
+			break;
 		case OP_AVAILABLE:
+			(void)asyncpool_cache_flush(pool);
 			r.value = asyncpool_available(pool);
 			break;
 		case OP_READ:

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A freelist that a peer made cyclic (issue 14,
- * finding 9).  A forked peer rewrites state[] of a shared pool (offset
- * 256 of the layout, asyncpool-shared(7)) into a cycle; then
+ * finding 9).  A forked peer rewrites link[] of a shared pool (offset
+ * 256 + 8 N of the layout, asyncpool-shared(7)) into a cycle; then
  * asyncpool_available() and the available field of asyncpool_stats()
  * stay within the capacity (since issue 15 they read a depth in O(1),
  * which cannot see a cycle), acquires must get the distinct buffers on
@@ -22,7 +22,7 @@
 #include "shared-common.h"
 
 #define N 16
-#define NEXT_OFFSET 256
+#define LINK_OFFSET (256 + 8 * N)   /* 8 * N is a multiple of 64 */
 
 static const struct {
 	const char *what;
@@ -41,10 +41,10 @@ static void peer_rewrite(void *base, uint32_t at, uint32_t to)
 
 	pid = fork_or_bail();
 	if (pid == 0) {
-		/* a FREE state word (layout v2): the link in the low 32 bits */
-		uint64_t *next = (uint64_t *)((char *)base + NEXT_OFFSET);
+		/* link[] (layout v3): after state[], 8 * N bytes from 256 */
+		uint32_t *link = (uint32_t *)((char *)base + LINK_OFFSET);
 
-		__atomic_store_n(&next[at], (uint64_t)to, __ATOMIC_RELAXED);
+		__atomic_store_n(&link[at], to, __ATOMIC_RELAXED);
 		_exit(0);
 	}
 	if (wait_peer(pid) != 0)

@@ -93,11 +93,20 @@ static void test_single(void)
 
 	is_int(asyncpool_acquire(pool, &l), 0, "acquire a third time");
 	is_int(asyncpool_lease_adopt(pool, l.buffer_index, &a), 0, "adopt a lent buffer by index");
-	is_int((int)a.generation, (int)l.generation, "the lease's generation");
-	is_int(asyncpool_lease_adopt_token(pool, asyncpool_lease_token(&l), &copy), 0,
-	       "adopt it by token");
-	is_int((int)copy.generation, (int)l.generation, "the same generation");
+	ok(a.generation != l.generation && a.generation != 0, "in a new generation");
+	is_int(asyncpool_lease_adopt_token(pool, asyncpool_lease_token(&l), &copy), -ESTALE,
+	       "the giver's token: stale once adopted");
+	is_int(asyncpool_lease_adopt_token(pool, asyncpool_lease_token(&a), &copy), 0,
+	       "adopt the adopter's token");
+	ok(copy.generation != a.generation && copy.generation != 0, "a new generation again");
+	bad = bad_count(pool);
 	asyncpool_lease_release(&a);
+	asyncpool_lease_release(&l);
+	is_int((int)(bad_count(pool) - bad), 2, "the two older leases: refused and counted");
+	is_int((int)asyncpool_available(pool), BUFFERS - 1, "the adopter keeps the buffer");
+	asyncpool_lease_release(&copy);
+	is_int((int)asyncpool_available(pool), BUFFERS, "the adopter releases it");
+	is_int(asyncpool_check(pool), 0, "the audit after a lent buffer was adopted");
 	is_int(asyncpool_release_token(pool, asyncpool_lease_token(&l)), -ESTALE,
 	       "a second release of it: stale");
 

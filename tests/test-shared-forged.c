@@ -120,7 +120,7 @@ static void forged_steps(void)
 			atomic_store(&a->life, AP_ATT_MAKE(AP_ATT_DEAD, 1));
 			atomic_store(&a->dead_since, 1);
 			for (uint32_t k = 0; k < AP_STEPS; k++) {
-				atomic_store(&a->step[k].first, x);
+				atomic_store(&a->step[k].idx[0], x);
 				atomic_store(&a->step[k].word[0], layout_word(AP_K_FREE, me, g));
 				atomic_store(&a->step[k].count, 1);
 			}

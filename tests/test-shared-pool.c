@@ -41,8 +41,8 @@ static void test_storage_and_create(void)
 	       "storage_size: beyond ASYNCPOOL_MAX_BUFFERS");
 	is_int(asyncpool_shared_storage_size(16, NULL), -EINVAL, "storage_size: NULL out");
 	is_int(asyncpool_shared_storage_size(64, &size), 0, "storage_size: 64 buffers");
-	is_int(size, 256 + 64 * 8 + 64 * 4 + 64 * 576,
-	       "storage_size: header, head, counters, state, depth, attach");
+	is_int(size, 256 + 64 * 8 + 64 * 4 + 64 * 4 + 64 * 832,
+	       "storage_size: header, head, counters, state, link, depth, attach");
 	is_int(asyncpool_shared_storage_size(ASYNCPOOL_MAX_BUFFERS, &size), 0, "storage_size: the maximum");
 
 	if (asyncpool_proactor_create_memory(&p))
@@ -210,7 +210,7 @@ static void test_two_processes(void)
 	pool = asyncpool_shared_pool(sp);
 	base = asyncpool_region_base(asyncpool_shared_region(sp));
 	ok(asyncpool_shared_fd(sp) >= 0, "shared_fd");
-	ok((uintptr_t)base % 4096 == 0 && base == (char *)asyncpool_shared_shm(sp)->base + 4096 * 10,
+	ok((uintptr_t)base % 4096 == 0 && base == (char *)asyncpool_shared_shm(sp)->base + 4096 * 14,
 	   "buffers on the first 4096-byte boundary after the layout");
 
 	pid = spawn_peer(&sock, "serve", NULL);

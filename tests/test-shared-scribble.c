@@ -3,7 +3,7 @@
  * The scribble fuzzer (issue 21): a peer process writes random and
  * adversarial values into every record of a live shared pool that a peer
  * can write (attachment life and epoch, dead_since, pid, steps' busy,
- * count, first and words, the buffers' state words, the head word,
+ * count, buffers and words, the buffers' state words, the head word,
  * depth[], the reclaimer word) and takes and drops read and write OFD
  * locks on the lock bytes (the liveness bytes and the reclaim byte),
  * while a victim process runs every public call on the pool: acquire,
@@ -109,9 +109,9 @@ static uint64_t adv_word(void *base)
 	case 1:         /* a copy of another buffer's word */
 		return atomic_load(layout_state_at(base, N, (uint32_t)(rnd() % N)));
 	default:
-		return layout_word_link((uint32_t)(rnd() % 4),
-					(uint32_t)(rnd() % 2 ? rnd() % (AP_ATTACH_SLOTS + 2) : rnd()),
-					(uint32_t)rnd(), adv_index());
+		return layout_word((uint32_t)(rnd() % 4),
+				   (uint32_t)(rnd() % 2 ? rnd() % (AP_ATTACH_SLOTS + 2) : rnd()),
+				   (uint32_t)rnd());
 	}
 }
 
@@ -162,7 +162,7 @@ static void scribble_step(void *base)
 						   : (uint32_t)rnd());
 		break;
 	case 2:
-		atomic_store(&st->first, adv_index());
+		atomic_store(&st->idx[rnd() % AP_STEP_WORDS], adv_index());
 		break;
 	default:
 		atomic_store(&st->word[rnd() % AP_STEP_WORDS], adv_word(base));
@@ -199,7 +199,7 @@ static void scribble_forge(void *base)
 			continue;
 		atomic_store(&a->life, AP_ATT_MAKE(AP_ATT_DEAD, rnd() % 8));
 		for (uint32_t k = 0; k < AP_STEPS; k++) {
-			atomic_store(&a->step[k].first, i);
+			atomic_store(&a->step[k].idx[0], i);
 			atomic_store(&a->step[k].word[0], layout_word(AP_K_FREE, v + 1, AP_W_GEN(w)));
 			atomic_store(&a->step[k].count, 1);
 		}
@@ -208,7 +208,10 @@ static void scribble_forge(void *base)
 
 static void scribble_words(void *base)
 {
-	atomic_store(layout_state_at(base, N, (uint32_t)(rnd() % N)), adv_word(base));
+	if (rnd() % 2)
+		atomic_store(layout_state_at(base, N, (uint32_t)(rnd() % N)), adv_word(base));
+	else            /* layout version 3: the links are apart from the words */
+		atomic_store(layout_link_at(base, N, (uint32_t)(rnd() % N)), adv_index());
 }
 
 static void scribble_head(void *base)

@@ -58,10 +58,19 @@ static _Atomic uint64_t *next(void)
 	return (_Atomic uint64_t *)(mem + AP_OFF_NEXT);
 }
 
-/* Buffer i's word: FREE with link v. */
+static _Atomic uint32_t *links(void)
+{
+	struct ap_layout_geometry g;
+
+	(void)ap_layout_geometry(N, true, &g);
+	return (_Atomic uint32_t *)(mem + g.link_offset);
+}
+
+/* Buffer i: FREE with link v. */
 static void set_link(int i, uint32_t v)
 {
-	atomic_store(&next()[i], AP_W_MAKE(AP_K_FREE, 0, 0, v));
+	atomic_store(&next()[i], AP_W_MAKE(AP_K_FREE, 0, 0));
+	atomic_store(&links()[i], v);
 }
 
 static void restore(void)
@@ -101,10 +110,25 @@ static void test_offsets(void)
 	   offsetof(struct ap_pool_header, next_offset) == 56 &&
 	   offsetof(struct ap_pool_header, depth_offset) == 64 &&
 	   offsetof(struct ap_pool_header, attach_offset) == 72 &&
-	   offsetof(struct ap_pool_header, reserved) == 80,
+	   offsetof(struct ap_pool_header, link_offset) == 80 &&
+	   offsetof(struct ap_pool_header, reserved) == 88,
 	   "header fields at the offsets of asyncpool-shared(7)");
 	ok(!memcmp(good, "APOL", 4), "the magic reads \"APOL\" in memory");
-	is_int(((uint32_t *)good)[1], 2, "layout version 2");
+	is_int(((uint32_t *)good)[1], 3, "layout version 3");
+	ok(offsetof(struct ap_step, idx) == 8 && offsetof(struct ap_step, word) == 64 &&
+	   sizeof(struct ap_step) == 192 && offsetof(struct ap_attach, step) == 64 &&
+	   sizeof(struct ap_attach) == 832,
+	   "step and attachment records at the offsets of asyncpool-shared(7)");
+	{
+		struct ap_layout_geometry g;
+
+		(void)ap_layout_geometry(N, true, &g);
+		is_int(((uint64_t *)good)[10], g.link_offset, "link_offset: after state[]");
+		is_int(g.link_offset, AP_OFF_NEXT + ((8 * N + 63) & ~63), "link[] follows state[]");
+		is_int(g.depth_offset, g.link_offset + ((4 * N + 63) & ~63), "depth[] follows link[]");
+	}
+	is_int(AP_W_MAKE(AP_K_LEASED, 5, 0xfedcba98u), 0x42800000fedcba98ull,
+	       "word: kind 62-63, holder 55-61, generation 0-31");
 }
 
 struct field_case {
@@ -141,7 +165,9 @@ static void test_fields(void)
 		{ "magic byte-swapped", F(magic), 4, __builtin_bswap32(AP_POOL_MAGIC), -EPROTO },
 		{ "version 0", F(version), 4, 0, -EPROTONOSUPPORT },
 		{ "version 1 (the layout before generations)", F(version), 4, 1, -EPROTONOSUPPORT },
-		{ "version 3", F(version), 4, 3, -EPROTONOSUPPORT },
+		{ "version 2 (the link in the word, a 23-bit generation)", F(version), 4, 2,
+		  -EPROTONOSUPPORT },
+		{ "version 4", F(version), 4, 4, -EPROTONOSUPPORT },
 		{ "version 0xffffffff", F(version), 4, 0xffffffff, -EPROTONOSUPPORT },
 		{ "header_size 64", F(header_size), 4, 64, -EBADMSG },
 		{ "header_size 256", F(header_size), 4, 256, -EBADMSG },
@@ -175,12 +201,15 @@ static void test_fields(void)
 		{ "attach_offset 0", F(attach_offset), 8, 0, -EBADMSG },
 		{ "attach_offset at the end", F(attach_offset), 8, storage, -EBADMSG },
 		{ "attach_offset + 64", F(attach_offset), 8, att + 64, -EBADMSG },
+		{ "link_offset 0 (a version 2 header)", F(link_offset), 8, 0, -EBADMSG },
+		{ "link_offset on state[]", F(link_offset), 8, AP_OFF_NEXT, -EBADMSG },
+		{ "link_offset on depth[]", F(link_offset), 8, dep, -EBADMSG },
+		{ "link_offset misaligned", F(link_offset), 8, dep - 64 + 4, -EBADMSG },
 		{ "reserved[0]", F(reserved) + 0, 8, 1, -EBADMSG },
 		{ "reserved[1]", F(reserved) + 8, 8, 1, -EBADMSG },
 		{ "reserved[2]", F(reserved) + 16, 8, 1, -EBADMSG },
 		{ "reserved[3]", F(reserved) + 24, 8, 1, -EBADMSG },
-		{ "reserved[4]", F(reserved) + 32, 8, 1, -EBADMSG },
-		{ "reserved[5]", F(reserved) + 40, 8, 1ull << 63, -EBADMSG },
+		{ "reserved[4]", F(reserved) + 32, 8, 1ull << 63, -EBADMSG },
 		{ "head index = buffer_count", AP_OFF_HEAD, 8, AP_HEAD_MAKE(N, 7), -EBADMSG },
 		{ "head index = AP_FL_END - 1", AP_OFF_HEAD, 8, AP_HEAD_MAKE(AP_FL_END - 1, 0), -EBADMSG },
 	};
@@ -356,7 +385,7 @@ static void test_freelist(void)
 	asyncpool_destroy(pool);
 
 	pool = fresh();
-	atomic_store(&next()[3], AP_W_MAKE(AP_K_LEASED, 0, 1, 4));
+	atomic_store(&next()[3], AP_W_MAKE(AP_K_LEASED, 0, 1));
 	is_int(asyncpool_check(pool), -EUCLEAN, "check: the list reaches a buffer marked leased");
 	is_int(drain(pool, &got), -EUCLEAN, "acquire: it ends in -EUCLEAN");
 	asyncpool_destroy(pool);
@@ -439,7 +468,12 @@ static void test_inspect(void)
 	snprintf(path, sizeof(path), "/proc/%ld/fd/%d", (long)getpid(), asyncpool_shared_fd(sp));
 	is_int(inspect(path, out, sizeof(out)), 0, "inspect /proc/PID/fd/N: exit 0");
 
-	atomic_store((_Atomic uint64_t *)(base + AP_OFF_NEXT + 8 * 9), AP_W_MAKE(AP_K_FREE, 0, 0, 4));
+	{
+		struct ap_layout_geometry g;
+
+		(void)ap_layout_geometry(N, true, &g);
+		atomic_store((_Atomic uint32_t *)(base + g.link_offset + 4 * 9), 4);
+	}
 	is_int(inspect(name, out, sizeof(out)), 1, "inspect: a corrupt next[], exit 1");
 	ok(strstr(out, "INCONSISTENT") != NULL, "inspect: says INCONSISTENT");
 	memcpy(base, snap, size);

@@ -247,7 +247,7 @@ static const char *audit(uint32_t *free_out, uint32_t *leased_out)
 		seen[i] = 1;
 		if (AP_W_KIND(atomic_load(&pool->fl.state[i])) != AP_K_FREE)
 			return "a leased buffer on the list";
-		i = AP_W_LINK(atomic_load(&pool->fl.state[i]));
+		i = atomic_load(&pool->fl.link[i]);
 	}
 	for (i = 0; i < pool->fl.count; i++) {
 		uint64_t n = atomic_load(&pool->fl.state[i]);

@@ -30,7 +30,8 @@ is() { # DESCRIPTION CONDITION...
 cases="pool pool-cached pool-threads pool-cached-threads handoff handoff-cached
 handoff-shuffled handoff-shuffled-cached
 bulk32 bulk32-cached tokens32 tokens32-cached shared-2proc shared-2proc-cached wake-threads wake-2proc
-reclaim-latency contend-spin contend-wait contend-baseline handoff-2proc-spin handoff-2proc-wait mutex-baseline
+reclaim-latency contend-spin contend-wait contend-baseline handoff-2proc-spin handoff-2proc-wait wrap wrap-cached
+wrap-shared wrap-shared-cached mutex-baseline
 mutex-baseline-threads cas2-baseline handoff-queue-baseline"
 echo "1..28"
 

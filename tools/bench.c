@@ -181,6 +181,11 @@ struct bench_case {
 #define BENCH_SPINS 128u        /* BENCH_CONTEND: retry -ENOBUFS with sched_yield() */
 #define BENCH_WAITS 256u        /* BENCH_CONTEND: sleep in asyncpool_acquire_wait() */
 #define BENCH_SHUFFLED 512u     /* the freelist in a random order first (shuffle_freelist) */
+#define BENCH_WRAP 1024u        /* one buffer cycled: its generation's wrap period */
+#define BENCH_WRAP_SHARED 2048u /* BENCH_WRAP on a shared pool of this process */
+
+/* Re-leases of one buffer before its generation comes back (pool_layout.h). */
+#define BENCH_GEN_PERIOD 4294967295.0
 
 static volatile uint64_t sink;
 
@@ -256,6 +261,30 @@ static void body_handoff(struct run *r, unsigned id)
 	}
 }
 
+/*
+ * One buffer, acquired and released as fast as the library goes: the
+ * pool is LIFO, so every acquire gets the buffer the last release gave
+ * back, and each pair is one re-lease of it (a new generation).  A pair
+ * that gets another buffer would measure something else: counted.
+ */
+static unsigned long wrap_other;
+
+static void body_wrap(struct run *r, unsigned id)
+{
+	struct asyncpool_lease l;
+	uint32_t first = UINT32_MAX;
+
+	(void)id;
+	for (unsigned long i = 0; i < r->ops; i++) {
+		if (asyncpool_acquire(r->pool, &l))
+			continue;
+		if (first == UINT32_MAX)
+			first = l.buffer_index;
+		wrap_other += l.buffer_index != first;
+		asyncpool_lease_release(&l);
+	}
+}
+
 static void body_mutex(struct run *r, unsigned id)
 {
 	(void)id;
@@ -312,6 +341,10 @@ static const struct bench_case cases[] = {
 	  NULL, 2, BENCH_CONTEND | BENCH_PROCESSES | BENCH_SPINS, NULL },
 	{ "handoff-2proc-wait", "the same, sleeping in asyncpool_acquire_wait",
 	  NULL, 2, BENCH_CONTEND | BENCH_PROCESSES | BENCH_WAITS, NULL },
+	{ "wrap", "one buffer re-leased: ns per generation, and the wrap of 2^32 - 1",
+	  body_wrap, 1, BENCH_WRAP, "wrap-cached" },
+	{ "wrap-shared", "the same on a shared pool (memfd, attached) of this process",
+	  body_wrap, 1, BENCH_WRAP | BENCH_WRAP_SHARED, "wrap-shared-cached" },
 	{ "mutex-baseline", "a stack of indices under one pthread mutex",
 	  body_mutex, 1, BENCH_NO_POOL, NULL },
 	{ "mutex-baseline-threads", "the same, on every thread", body_mutex, 0, BENCH_NO_POOL,
@@ -441,7 +474,8 @@ static void print_table(const struct bench_result *res, size_t n, unsigned reps)
 	       " reclaim-latency: ns of one asyncpool_reclaim() that brings back what a\n"
 	       " SIGKILLed process leased and cached, %u kills: the median, min and worst;\n"
 	       " contend-*: ops/20 acquire+hold+release per thread, retries per repetition;\n"
-	       " handoff-2proc-*: one run of ops/10 messages, ns/op per message)\n",
+	       " handoff-2proc-*: one run of ops/10 messages, ns/op per message;\n"
+	       " wrap*: one buffer re-leased, wrap_s the seconds of 2^32 - 1 re-leases at that rate)\n",
 	       reps, BENCH_RECLAIM_ROUNDS);
 }
 
@@ -647,6 +681,48 @@ static void bench_usage(FILE *f)
 		fprintf(f, "  %-23s %s\n", all[i].name, all[i].description);
 }
 
+static void measure(struct run *r, unsigned reps, struct bench_result *out);
+
+/* The wrap period of one buffer cycled at the measured rate. */
+static void wrap_result(struct bench_result *res)
+{
+	res->extra_name = "wrap_s";
+	res->extra = res->ns[0] * BENCH_GEN_PERIOD / 1e9;
+	res->extra2_name = "other_buffers";
+	res->extra2 = (double)wrap_other;
+	wrap_other = 0;
+}
+
+/* A wrap case on a shared pool of buffers buffers, made for it: true if measured. */
+static bool bench_wrap_shared(struct run *r, const struct bench_case *c, uint32_t buffers,
+			      bool cached, unsigned reps, struct bench_result *res)
+{
+	struct asyncpool_shared_options o;
+	struct asyncpool_shared *sp = NULL;
+	int rc;
+
+	memset(&o, 0, sizeof(o));
+	o.size = sizeof(o);
+	o.buffer_size = 64;
+	o.buffer_count = buffers;
+	rc = asyncpool_shared_create(&o, &sp);
+	if (!rc && cached)
+		rc = asyncpool_set_cache(asyncpool_shared_pool(sp), BENCH_CACHE);
+	if (rc) {
+		fprintf(stderr, "asyncpool bench: %s: %s\n", c->name, strerror(-rc));
+		if (sp)
+			asyncpool_shared_close(sp);
+		return false;
+	}
+	r->c = c;
+	r->pool = asyncpool_shared_pool(sp);
+	r->threads = 1;
+	measure(r, reps, res);
+	wrap_result(res);
+	asyncpool_shared_close(sp);
+	return true;
+}
+
 /* Runs every case of cases[] into res; the number of results.  *failed:
  * a case found the library wrong (not a case the machine cannot run). */
 static size_t run_cases(struct run *r, struct asyncpool *const pools[2], uint32_t buffers,
@@ -707,6 +783,11 @@ static size_t run_cases(struct run *r, struct asyncpool *const pools[2], uint32_
 				n++;
 			continue;
 		}
+		if (c->flags & BENCH_WRAP_SHARED) {
+			if (bench_wrap_shared(r, c, buffers, cached, reps, &res[n]))
+				n++;
+			continue;
+		}
 		r->c = c;
 		r->pool = (c->flags & BENCH_NO_POOL) ? NULL : pools[cached];
 		r->threads = c->threads ? c->threads : threads;
@@ -720,7 +801,10 @@ static size_t run_cases(struct run *r, struct asyncpool *const pools[2], uint32_
 			(void)shuffle_freelist(r->pool, tok, buffers);
 			free(tok);
 		}
-		measure(r, reps, &res[n++]);
+		measure(r, reps, &res[n]);
+		if (c->flags & BENCH_WRAP)
+			wrap_result(&res[n]);
+		n++;
 	}
 	return n;
 }

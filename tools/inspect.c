@@ -75,6 +75,7 @@ struct att_view {
 	uint32_t state;                 /* AP_ATT_* of the record */
 	int alive;                      /* ap_attach_live(): 1, 0 or -errno */
 	uint32_t pid;                   /* as the record says: not trusted */
+	bool pid_known;                 /* not 0, and of our PID namespace */
 	int64_t dead_for_ms;            /* since a reclaim found it dead; -1 unknown */
 	uint32_t leased, cached;
 	uint32_t nsteps;
@@ -117,7 +118,7 @@ static uint32_t load32(const unsigned char *p)
 static void read_attachments(struct inspection *in, const unsigned char *mem, int fd)
 {
 	const unsigned char *base = mem + in->h.attach_offset;
-	uint64_t now = tool_now_ns();
+	uint64_t now = tool_now_ns(), ns = ap_pid_ns();
 
 	for (uint32_t s = 0; s < AP_ATTACH_SLOTS; s++) {
 		const struct ap_attach *rec = (const void *)(base + (size_t)s * AP_ATTACH_SIZE);
@@ -133,6 +134,9 @@ static void read_attachments(struct inspection *in, const unsigned char *mem, in
 		if (v->state == AP_ATT_FREE && !v->leased && !v->cached)
 			continue;
 		v->pid = load32((const void *)&rec->pid);
+		/* A PID of another namespace (a container's 1, say) names
+		 * another process here, or none: unknown. */
+		v->pid_known = v->pid && ns && load64((const void *)&rec->pidns) == ns;
 		since = load64((const void *)&rec->dead_since);
 		v->dead_for_ms = since && since <= now ? (int64_t)((now - since) / 1000000u) : -1;
 		for (uint32_t k = 0; k < AP_STEPS; k++) {
@@ -142,7 +146,7 @@ static void read_attachments(struct inspection *in, const unsigned char *mem, in
 				continue;
 			v->steps[v->nsteps].step = k;
 			v->steps[v->nsteps].count = n;
-			v->steps[v->nsteps].first = load32((const void *)&rec->step[k].first);
+			v->steps[v->nsteps].first = load32((const void *)&rec->step[k].idx[0]);
 			v->nsteps++;
 		}
 		in->natt++;
@@ -189,6 +193,7 @@ static int inspect_read(struct inspection *in, const unsigned char *mem, int fd)
 	in->audit = ap_freelist_audit(atomic_load_explicit((_Atomic uint64_t *)&hl->head,
 							   memory_order_acquire),
 				      (const _Atomic uint64_t *)(mem + AP_OFF_NEXT),
+				      (const _Atomic uint32_t *)(mem + in->h.link_offset),
 				      in->h.buffer_count, seen, &in->a);
 	free(seen);
 	read_attachments(in, mem, fd);
@@ -260,6 +265,7 @@ static void print_text(const struct inspection *in)
 	printf("head_offset:     %" PRIu64 "\n", h->head_offset);
 	printf("counters_offset: %" PRIu64 "\n", h->counters_offset);
 	printf("next_offset:     %" PRIu64 "\n", h->next_offset);
+	printf("link_offset:     %" PRIu64 "\n", h->link_offset);
 	printf("depth_offset:    %" PRIu64 "\n", h->depth_offset);
 	printf("attach_offset:   %" PRIu64 "\n", h->attach_offset);
 	if (in->error) {
@@ -277,8 +283,11 @@ static void print_text(const struct inspection *in)
 	printf("bad_releases:    %" PRIu64 "\n", in->bad_releases);
 	printf("corruptions:     %" PRIu64 "\n", in->corruptions);
 	printf("empty:           %" PRIu64 "\n", in->empty);
-	printf("head:            index %" PRIu32 "%s, tag %" PRIu32 "\n", a->head_index,
-	       a->head_index == AP_FL_END ? " (empty)" : "", a->head_tag);
+	if (a->head_index == AP_FL_END)
+		printf("head:            empty, tag %" PRIu32 "\n", a->head_tag);
+	else
+		printf("head:            index %" PRIu32 ", tag %" PRIu32 "\n", a->head_index,
+		       a->head_tag);
 	printf("waiters:         %s (wait word 0x%08" PRIx32 ")\n",
 	       in->wait & AP_WAIT_WAITERS ? "announced" : "none", in->wait);
 	printf("flush requests:  %" PRIu32 "\n", in->flush);
@@ -298,8 +307,12 @@ static void print_text(const struct inspection *in)
 	for (uint32_t i = 0; i < in->natt; i++) {
 		const struct att_view *v = &in->att[i];
 
-		printf("attachment:      slot %" PRIu32 " pid %" PRIu32 " %s leased %" PRIu32
-		       " cached %" PRIu32, v->slot, v->pid, att_state(v), v->leased, v->cached);
+		char pid[16] = "unknown";
+
+		if (v->pid_known)
+			snprintf(pid, sizeof(pid), "%" PRIu32, v->pid);
+		printf("attachment:      slot %" PRIu32 " pid %s %s leased %" PRIu32
+		       " cached %" PRIu32, v->slot, pid, att_state(v), v->leased, v->cached);
 		if (v->alive < 0)
 			printf(" (%s)", strerror(-v->alive));
 		if (!v->alive && v->dead_for_ms >= 0)
@@ -364,23 +377,29 @@ static void print_json(const struct inspection *in)
 		       ",\"flags\":%" PRIu32 ",\"storage_size\":%" PRIu64 ",\"buffer_size\":%" PRIu64
 		       ",\"buffer_count\":%" PRIu32 ",\"attach_slots\":%" PRIu32
 		       ",\"head_offset\":%" PRIu64 ",\"counters_offset\":%" PRIu64
-		       ",\"next_offset\":%" PRIu64 ",\"depth_offset\":%" PRIu64
+		       ",\"next_offset\":%" PRIu64 ",\"link_offset\":%" PRIu64
+		       ",\"depth_offset\":%" PRIu64
 		       ",\"attach_offset\":%" PRIu64 ",\"valid\":%s}",
 		       h->version, h->header_size, h->flags, h->storage_size, h->buffer_size,
 		       h->buffer_count, h->attach_slots, h->head_offset, h->counters_offset,
-		       h->next_offset, h->depth_offset, h->attach_offset,
+		       h->next_offset, h->link_offset, h->depth_offset, h->attach_offset,
 		       in->error ? "false" : "true");
 	if (in->stage == SEEN_ALL) {
 		if (in->buffers_here)
 			printf(",\"buffers_offset\":%" PRIu64, in->buffers_off);
+		if (a->head_index == AP_FL_END)
+			printf(",\"head_index\":null");
+		else
+			printf(",\"head_index\":%" PRIu32, a->head_index);
 		printf(",\"bad_releases\":%" PRIu64 ",\"corruptions\":%" PRIu64 ",\"empty\":%" PRIu64
-		       ",\"head_index\":%" PRIu32 ",\"head_tag\":%" PRIu32
+		       ",\"head_empty\":%s,\"head_tag\":%" PRIu32
 		       ",\"waiters\":%s,\"wait_word\":%" PRIu32 ",\"flush_requests\":%" PRIu32
 		       ",\"capacity\":%" PRIu32 ",\"available\":%" PRIu32 ",\"free\":%" PRIu32
 		       ",\"leased\":%" PRIu32 ",\"cached\":%" PRIu32 ",\"lost\":%" PRIu32
 		       ",\"unattached_leased\":%" PRIu32 ",\"unattached_cached\":%" PRIu32
 		       ",\"bad_holder_leased\":%" PRIu32 ",\"bad_holder_cached\":%" PRIu32,
-		       in->bad_releases, in->corruptions, in->empty, a->head_index, a->head_tag,
+		       in->bad_releases, in->corruptions, in->empty,
+		       a->head_index == AP_FL_END ? "true" : "false", a->head_tag,
 		       in->wait & AP_WAIT_WAITERS ? "true" : "false", in->wait, in->flush,
 		       h->buffer_count, a->free, a->free, a->leased, a->cached, a->lost,
 		       a->held_leased[0], a->held_cached[0], in->stray_leased, in->stray_cached);
@@ -394,9 +413,14 @@ static void print_json(const struct inspection *in)
 		for (uint32_t i = 0; i < in->natt; i++) {
 			const struct att_view *t = &in->att[i];
 
-			printf("%s{\"slot\":%" PRIu32 ",\"pid\":%" PRIu32 ",\"state\":\"%s\""
-			       ",\"leased\":%" PRIu32 ",\"cached\":%" PRIu32, i ? "," : "", t->slot,
-			       t->pid, att_state(t), t->leased, t->cached);
+			printf("%s{\"slot\":%" PRIu32, i ? "," : "", t->slot);
+			if (t->pid_known)
+				printf(",\"pid\":%" PRIu32, t->pid);
+			else
+				printf(",\"pid\":null");
+			printf(",\"pid_recorded\":%" PRIu32 ",\"state\":\"%s\""
+			       ",\"leased\":%" PRIu32 ",\"cached\":%" PRIu32, t->pid, att_state(t),
+			       t->leased, t->cached);
 			if (!t->alive && t->dead_for_ms >= 0)
 				printf(",\"dead_for_ms\":%" PRId64, t->dead_for_ms);
 			printf(",\"steps\":[");

@@ -83,6 +83,7 @@ static uint32_t waiting(struct asyncpool_shared *sp, uint32_t quarantine_ms, uin
 	if (a && seen) {
 		(void)ap_freelist_audit(atomic_load((_Atomic uint64_t *)(mem + AP_OFF_HEAD)),
 					(const _Atomic uint64_t *)(mem + AP_OFF_NEXT),
+					(const _Atomic uint32_t *)(mem + h.link_offset),
 					h.buffer_count, seen, a);
 		for (uint32_t s = 0; s < AP_ATTACH_SLOTS; s++) {
 			const struct ap_attach *rec = (const void *)(mem + h.attach_offset +

@@ -70,8 +70,18 @@ static inline bool asyncpool_span_empty(struct asyncpool_span span)
 }
 
 /*
+ * Give back a lease that has a generation (a pool's), out of line: the
+ * library calls the pool's callback through the callback's own type.
+ * Since 1.2; asyncpool_lease_release() calls it for such leases.
+ */
+void asyncpool_lease_release_gen(struct asyncpool_lease *lease);
+
+/*
  * Give the leased buffer back.  Idempotent on the same lease object:
  * the callback is cleared before it runs, so a second call does nothing.
+ * Every callback is called through its own type: a lease without a
+ * generation's here, a pool's (which takes the token, generation << 32
+ * | index) inside the library.
  */
 static inline void asyncpool_lease_release(struct asyncpool_lease *lease)
 {
@@ -79,15 +89,13 @@ static inline void asyncpool_lease_release(struct asyncpool_lease *lease)
 
 	if (!lease || !lease->release.fn)
 		return;
+	if (lease->generation) {
+		asyncpool_lease_release_gen(lease);
+		return;
+	}
 	fn = lease->release.fn;
 	lease->release.fn = NULL;
-	if (lease->generation)
-		/* A pool's callback takes the whole token: generation, index. */
-		((void (*)(void *, uint64_t))(void (*)(void))fn)(
-			lease->release.ctx,
-			((uint64_t)lease->generation << 32) | lease->buffer_index);
-	else
-		fn(lease->release.ctx, lease->buffer_index);
+	fn(lease->release.ctx, lease->buffer_index);
 }
 
 /* True while the lease object still holds its buffer. */

@@ -14,7 +14,7 @@
  *   byte 0        buffer count - 1 (low 4 bits: 1..16 buffers)
  *   byte 1        head index  (see value() below)
  *   byte 2        head tag    (high byte of the 32-bit tag; 0xff wraps)
- *   count bytes   state[i] for each buffer (see word())
+ *   count bytes   state[i] and link[i] for each buffer (see word())
  *   the rest      operations, one byte each: low 2 bits the kind,
  *                 the high 6 bits its argument
  *
@@ -58,14 +58,18 @@ static uint32_t value(uint8_t b, uint32_t count)
 	}
 }
 
-/* A byte to a state word: a FREE link, or each other kind. */
-static uint64_t word(uint8_t b, uint32_t count)
+/*
+ * A byte to a state word and a link (version 3 keeps them apart): a
+ * FREE buffer with a link, or each other kind with the end.
+ */
+static uint64_t word(uint8_t b, uint32_t count, uint32_t *link)
 {
+	*link = AP_FL_END;
 	switch (b) {
-	case 0xfe: return AP_W_MAKE(AP_K_LEASED, 0, 1, AP_FL_END);
-	case 0xfb: return AP_W_MAKE(AP_K_CACHED, 0, 1, AP_FL_END);
-	case 0xfa: return AP_W_MAKE(AP_K_BAD, 0, 1, 0);
-	default:   return AP_W_MAKE(AP_K_FREE, 0, 0, value(b, count));
+	case 0xfe: return AP_W_MAKE(AP_K_LEASED, 0, 1);
+	case 0xfb: return AP_W_MAKE(AP_K_CACHED, 0, 1);
+	case 0xfa: *link = 0; return AP_W_MAKE(AP_K_BAD, 0, 1);
+	default:   *link = value(b, count); return AP_W_MAKE(AP_K_FREE, 0, 0);
 	}
 }
 
@@ -121,8 +125,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* The fuzzed state, as another process could have left it. */
 	atomic_store(&pool->fl.line->head,
 		     AP_HEAD_MAKE(value(data[1], count), (uint32_t)data[2] << 24 | 0xfffffeu));
-	for (uint32_t i = 0; i < count; i++)
-		atomic_store(&pool->fl.state[i], word(data[3 + i], count));
+	for (uint32_t i = 0; i < count; i++) {
+		uint32_t link;
+
+		atomic_store(&pool->fl.state[i], word(data[3 + i], count, &link));
+		atomic_store(&pool->fl.link[i], link);
+	}
 
 	for (pos = 3 + count; pos < size; pos++) {
 		uint8_t op = data[pos] & 3, arg = data[pos] >> 2;

@@ -5,14 +5,15 @@
  * spin by tests/test-model.sh.
  *
  * The state word of buffer b (lib/buffer_state.h): kind (FREE or
- * LEASED), holder (the process that leased or pushed it), generation,
- * link.  3 processes each acquire one buffer and release it (2
+ * LEASED), holder (the process that leased or pushed it), generation;
+ * its link apart (link[], layout version 3), read by a pop after the
+ * word, in a step of its own.  3 processes each acquire one buffer and release it (2
  * operations) on a pool of 3 buffers:
  *   pop      read head, read word w of its index (FREE), re-read the
  *            head: if it held still, record the step {b, w} in its
  *            attachment, CAS the head, then take: CAS the
  *            word from w to LEASED|me|gen+1 (a failed take pops again)
- *   release  claim: CAS LEASED|me|g -> FREE|me|g, END; push: link, CAS
+ *   release  claim: CAS LEASED|me|g -> FREE|me|g; push: link, CAS
  *            the head
  * A crash can fire before and after every step of every process: the
  * process stops for good (SIGKILL).  A reclaimer runs once after the
@@ -21,7 +22,9 @@
  * LEASED by a dead process, every FREE buffer of a dead holder that is
  * off the list, and every buffer a dead process's recorded step names
  * whose word is still the recorded one and which is off the list, then
- * pushes them.  Its walk of the list is one atomic step here: the code
+ * pushes them.  A buffer it claimed counts as reached: two steps may
+ * name one buffer with one word (version 3 has no link in the word to
+ * tell them apart), and without that, -DPROCS=3 finds it pushed twice.  Its walk of the list is one atomic step here: the code
  * reads the head, walks, and re-reads the head (index and tag), and
  * counts the walk only if the head held still, which is the same.
  *
@@ -73,7 +76,7 @@ bool dead[5];
 byte finished = 0;
 /* the step record of each process */
 bool st_on[4];
-byte st_b[4], st_h[4], st_g[4], st_l[4];
+byte st_b[4], st_h[4], st_g[4];
 
 #define crash() if :: dead[me] = true; goto out :: skip fi
 
@@ -109,8 +112,9 @@ pop:
 	atomic { h = hidx; t = htag }
 	if :: h == END -> goto done :: else -> skip fi;
 	ok = true;
-	atomic { k = kind[h]; ho = holder[h]; g = gen[h]; l = link[h] }
+	atomic { k = kind[h]; ho = holder[h]; g = gen[h] }
 	if :: k != FREE -> goto pop :: else -> skip fi;
+	l = link[h];
 #ifndef NO_STEP
 	/* Record only a word read while h was the head: the head (index and
 	 * tag) did not move between the two reads, so h was on the list and
@@ -122,7 +126,7 @@ pop:
 #else
 		:: hidx == h && htag == t ->
 #endif
-			st_b[me] = h; st_h[me] = ho; st_g[me] = g; st_l[me] = l; st_on[me] = true
+			st_b[me] = h; st_h[me] = ho; st_g[me] = g; st_on[me] = true
 		:: else -> ok = false
 		fi
 	}
@@ -144,7 +148,7 @@ pop:
 		:: true ->
 #else
 		if
-		:: kind[h] == FREE && holder[h] == ho && gen[h] == g && link[h] == l ->
+		:: kind[h] == FREE && holder[h] == ho && gen[h] == g ->
 #endif
 			assert(owner[h] == 0);
 			kind[h] = LEASED; holder[h] = me; gen[h] = (g + 1) % 8; owner[h] = me;
@@ -159,7 +163,7 @@ pop:
 	/* release: claim, then push */
 	atomic {
 		assert(kind[h] == LEASED && holder[h] == me && owner[h] == me);
-		kind[h] = FREE; link[h] = END; owner[h] = 0
+		kind[h] = FREE; owner[h] = 0
 	}
 	crash();
 	push_one(h, me);
@@ -195,8 +199,8 @@ inline reclaim() {
 			if
 			:: holder[i] >= 1 && holder[i] <= 3 && gone[holder[i]] &&
 			   (kind[i] == LEASED || (kind[i] == FREE && !reach[i])) ->
-				kind[i] = FREE; holder[i] = R; link[i] = END; owner[i] = 0;
-				claimed[n] = i; n++
+				kind[i] = FREE; holder[i] = R; owner[i] = 0;
+				reach[i] = true; claimed[n] = i; n++
 			:: else -> skip
 			fi
 		}
@@ -213,9 +217,9 @@ inline reclaim() {
 				i = st_b[c];
 				if
 				:: kind[i] == FREE && holder[i] == st_h[c] && gen[i] == st_g[c] &&
-				   link[i] == st_l[c] && !reach[i] ->
-					holder[i] = R; link[i] = END; owner[i] = 0;
-					claimed[n] = i; n++
+				   !reach[i] ->
+					holder[i] = R; owner[i] = 0;
+					reach[i] = true; claimed[n] = i; n++
 				:: else -> skip
 				fi;
 				st_on[c] = false
@@ -248,7 +252,7 @@ bool odone = false;
 
 proctype Opener() {
 	byte me = O;
-	byte i, c, n, pt, pn;
+	byte i, c, n, pt, pn, oh;
 	bool pok;
 	bool reach[N], gone[4];
 	byte claimed[N];
@@ -271,9 +275,15 @@ proctype Opener() {
 			if
 			:: holder[i] >= 1 && holder[i] <= 3 && gone[holder[i]] &&
 			   (kind[i] == LEASED || (kind[i] == FREE && !reach[i])) ->
-				kind[i] = FREE; holder[i] = OHOLDER(holder[i]); gen[i] = OGEN(gen[i]);
-				link[i] = END; owner[i] = 0;
-				claimed[n] = i; n++
+				/* the word must change: a new generation only
+				 * where kind and holder stay (lib/reclaim.c) */
+				oh = OHOLDER(holder[i]);
+				if
+				:: kind[i] == FREE && holder[i] == oh -> gen[i] = OGEN(gen[i])
+				:: else -> skip
+				fi;
+				kind[i] = FREE; holder[i] = oh; owner[i] = 0;
+				reach[i] = true; claimed[n] = i; n++
 			:: else -> skip
 			fi
 		}
@@ -290,10 +300,13 @@ proctype Opener() {
 				i = st_b[c];
 				if
 				:: kind[i] == FREE && holder[i] == st_h[c] && gen[i] == st_g[c] &&
-				   link[i] == st_l[c] && !reach[i] ->
-					holder[i] = OHOLDER(c); gen[i] = OGEN(gen[i]);
-					link[i] = END; owner[i] = 0;
-					claimed[n] = i; n++
+				   !reach[i] ->
+					if
+					:: holder[i] == OHOLDER(c) -> gen[i] = OGEN(gen[i])
+					:: else -> skip
+					fi;
+					holder[i] = OHOLDER(c); owner[i] = 0;
+					reach[i] = true; claimed[n] = i; n++
 				:: else -> skip
 				fi;
 				st_on[c] = false
