@@ -410,10 +410,10 @@ static void test_bulk_beyond_cache(bool tokens)
 	is_int(b.rc, 0, "bulk of %s beyond the cache: 12 acquired", what);
 	is_int(asyncpool_acquire(b.pool, &mine), 0, "bulk of %s beyond the cache: one more", what);
 	asyncpool_lease_release(&mine);         /* into this thread's cache */
-	alarm(30);
+	tap_watchdog(30);
 	is_int(asyncpool_cache_flush_all(b.pool), 0,
 	       "bulk of %s beyond the cache: flush_all returns", what);
-	alarm(0);
+	tap_watchdog(0);
 	pthread_barrier_wait(&b.flushed);
 	pthread_join(t, NULL);
 	is_int(b.rc, 0, "bulk of %s beyond the cache: released", what);

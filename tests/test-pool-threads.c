@@ -65,7 +65,7 @@ int main(int argc, char **argv)
 	struct waiters ws;
 	pthread_t t[THREADS];
 
-	alarm(300);     /* a lost wake-up hangs a waiter: fail, do not hang */
+	tap_watchdog(300);     /* a lost wake-up hangs a waiter: fail, do not hang */
 	iterations = stress_iterations(iterations);
 	if (asyncpool_proactor_create_memory(&p))
 		bail_out("proactor");

@@ -546,7 +546,7 @@ int main(void)
 	long rounds = env ? strtol(env, NULL, 10) / 20 : 2000;
 
 	/* A lost wake-up hangs a waiter: make it a failure, not a hang. */
-	alarm(240);
+	tap_watchdog(240);
 	if (rounds < 50)
 		rounds = 50;
 	if (rounds > 2000)

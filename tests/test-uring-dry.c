@@ -80,7 +80,7 @@ int main(void)
 	bool ring_wait = true;
 	int group, rc, prc;
 
-	alarm(120);     /* a guard against a hang, not a timed assertion */
+	tap_watchdog(120);     /* a guard against a hang, not a timed assertion */
 	ut_ring_init(&ring, 64);
 	r = ut_uring_region(&ring, &p, BS, NBUF, ASYNCPOOL_ACCESS_WRITE,
 			    "register WRITE: a ring of 4 buffers");
