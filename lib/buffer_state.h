@@ -61,6 +61,7 @@
 #include <stdint.h>
 
 #include "pool_layout.h"
+#include "test_stall.h"
 
 typedef _Atomic uint64_t ap_word;
 
@@ -211,6 +212,7 @@ static inline uint32_t ap_state_leased_to_cached(ap_word *s, uint32_t gen, uint6
 
 	if (!g)
 		return 0;
+	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
 	if (AP_LIKELY_CAS(ap_state_cas(s, &w, AP_W_MAKE(AP_K_CACHED, me, ap_gen_next(g),
 							 AP_W_LINK(w)))))
 		return kind;
