@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * 8 threads x 1M acquire/release on one pool, with an ownership check:
- * each holder writes its id into the buffer and checks it before release.
+ * each buffer has an in-use flag that its acquirer sets by exchange (it
+ * must find it clear) and clears by exchange before the release (it
+ * must find its own id): a buffer handed to two holders at once is
+ * seen by the second exchange, however short the overlap.  A head
+ * without its ABA tag hands buffers out twice here
+ * (tests/mutants/head-no-aba-tag).
  * Beside them, waiters (tests/waiters.h) hold 8, 7 and 1 buffers at a
  * time with asyncpool_acquire_wait(): with the workers that is more than
  * the 16 buffers, so they wait, woken by the workers' releases.
@@ -27,6 +32,7 @@
 static long iterations = 1000000;
 static struct asyncpool *pool;
 static atomic_long violations, empties, others;
+static _Atomic uint64_t in_use[BUFFERS];        /* holder id, or 0 */
 
 static void *worker(void *arg)
 {
@@ -46,11 +52,19 @@ static void *worker(void *arg)
 			atomic_fetch_add(&others, 1);
 			break;
 		}
+		if (l.buffer_index >= BUFFERS ||
+		    atomic_exchange(&in_use[l.buffer_index], id) != 0) {
+			/* held by another: leave it to that holder */
+			atomic_fetch_add(&violations, 1);
+			continue;
+		}
 		word = asyncpool_span_ptr(l.span);
 		word[0] = id;
 		word[1] = (uint64_t)i;
 		word[7] = id ^ (uint64_t)i;
 		if (word[0] != id || word[1] != (uint64_t)i || word[7] != (id ^ (uint64_t)i))
+			atomic_fetch_add(&violations, 1);
+		if (atomic_exchange(&in_use[l.buffer_index], 0) != id)
 			atomic_fetch_add(&violations, 1);
 		asyncpool_lease_release(&l);
 	}
