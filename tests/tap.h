@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int tap_planned;
@@ -205,6 +206,28 @@ static inline void tap_watchdog(unsigned seconds)
 	sigaction(SIGALRM, &sa, NULL);
 	tap_watchdog_armed = tap_watchdog_bound(seconds ? seconds : TAP_WATCHDOG_SECONDS);
 	alarm(tap_watchdog_armed);
+}
+
+/* Run fn(arg) in a child process: true if it returned (the child exits
+ * 0), false if it crashed or exited otherwise.  For "X is harmless":
+ * a check that fails when X is not, without ending the program. */
+static inline int tap_survives(void (*fn)(void *), void *arg)
+{
+	int status;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		return 0;
+	if (pid == 0) {
+		alarm(0);
+		fn(arg);
+		_exit(0);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 /* The descriptors open at the baseline (valgrind keeps its own high up). */
