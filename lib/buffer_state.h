@@ -135,6 +135,7 @@ static inline uint32_t ap_state_claim_leased_was(ap_word *s, uint32_t gen, uint3
 		if (!(g = ap_state_lease_gen(w, gen, lent)))
 			return 0;
 		*was = w;
+		AP_TEST_STALL(AP_TS_RELEASE_CLAIM);
 	} while (!ap_state_cas(s, &w, AP_W_MAKE(AP_K_FREE, me, g, AP_FL_END)));
 	return AP_W_KIND(*was);
 }

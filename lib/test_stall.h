@@ -12,6 +12,7 @@
 
 enum ap_test_stall {
 	AP_TS_CACHE_CLAIM,      /* a release into a cache checked the word, before its CAS */
+	AP_TS_RELEASE_CLAIM,    /* a release to the freelist checked the word, before its CAS */
 	AP_TS_FLUSH_WAITS,      /* a flusher waits for an owner inside its cache */
 	AP_TS_OWNER_INSIDE,     /* an owner entered its cache (a slow release) */
 };

@@ -9,6 +9,17 @@
  * the parent reclaims, and every buffer must be back: available ==
  * capacity, asyncpool_check() == 0, every state word FREE.
  *
+ * Before each case the parent acquires and releases every buffer, so
+ * that the last pusher of each word is alive: a buffer a child took off
+ * the list and died holding comes back only through the child's step
+ * record, not through the rule for a dead pusher's FREE words.
+ *
+ * Then a pop and a reclaim that race for one buffer (a pop after its
+ * last pusher died): the reclaim runs inside the pop, after its head
+ * CAS (the hook at AP_TP_POP_CASED), and claims the buffer; the pop's
+ * mark must then fail (a CAS from the word it saw) and the pop take
+ * another, so that the buffer is never leased and free at once.
+ *
  * A case whose child never reaches its point (an operation that does
  * not pass it k times: a single acquire marks no chain) is a SKIP, not a
  * pass.  Every point must be reached by some case, and the points the
@@ -154,6 +165,64 @@ static int scan_sources(unsigned *in)
 	return unknown;
 }
 
+/* Every buffer's last pusher is this (live) process. */
+static void push_all(struct asyncpool *pool)
+{
+	struct asyncpool_lease l[N];
+
+	if (asyncpool_acquire_bulk(pool, l, N))
+		bail_out("acquire_bulk");
+	asyncpool_release_bulk(l, N);
+}
+
+static struct asyncpool *racing_pool;
+static int racing_reclaimed = -1;
+
+static void reclaim_inside(enum ap_test_point p)
+{
+	if (p != AP_TP_POP_CASED || racing_reclaimed >= 0)
+		return;
+	racing_reclaimed = asyncpool_reclaim(racing_pool);
+}
+
+static void pop_vs_reclaim(struct asyncpool_shared *sp)
+{
+	struct asyncpool *pool = asyncpool_shared_pool(sp);
+	struct asyncpool_lease l;
+	int status;
+	pid_t pid;
+
+	/* a child pushes every buffer, then dies without closing */
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		bail_out("fork");
+	if (pid == 0) {
+		struct asyncpool_shared *csp;
+		struct asyncpool_lease cl[N];
+
+		if (asyncpool_shared_open_fd(asyncpool_shared_fd(sp), &csp) ||
+		    asyncpool_acquire_bulk(asyncpool_shared_pool(csp), cl, N))
+			_exit(2);
+		asyncpool_release_bulk(cl, N);
+		raise(SIGKILL);
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFSIGNALED(status))
+		bail_out("the pushing child did not die");
+	racing_pool = pool;
+	racing_reclaimed = -1;
+	ap_test_hook_point = reclaim_inside;
+	is_int(asyncpool_acquire(pool, &l), 0, "pop vs reclaim: the pop succeeds");
+	ap_test_hook_point = NULL;
+	ok(racing_reclaimed >= 1, "pop vs reclaim: the reclaim inside the pop claimed %d", racing_reclaimed);
+	is_int(asyncpool_check(pool), 0, "pop vs reclaim: the buffer is not leased and free at once");
+	is_int(asyncpool_available(pool), N - 1, "pop vs reclaim: one buffer leased");
+	asyncpool_lease_release(&l);
+	is_int(asyncpool_reclaim(pool), 0, "pop vs reclaim: nothing more to reclaim");
+	ok(asyncpool_available(pool) == N && asyncpool_check(pool) == 0 && layout_not_free(sp, N) == 0,
+	   "pop vs reclaim: every buffer back once");
+}
+
 int main(void)
 {
 	struct asyncpool_shared_options o;
@@ -161,7 +230,7 @@ int main(void)
 	struct asyncpool *pool;
 	unsigned kills = 0, clean = 0, reached[AP_TP_COUNT] = { 0 }, in[AP_TP_COUNT] = { 0 };
 
-	plan(AP_TP_COUNT * OPS * KMAX + 1 + 2 * AP_TP_COUNT + 1);
+	plan(AP_TP_COUNT * OPS * KMAX + 1 + 2 * AP_TP_COUNT + 1 + 6);
 	shared_options(&o, BS, N);
 	if (asyncpool_shared_create(&o, &sp))
 		bail_out("shared_create");
@@ -174,6 +243,7 @@ int main(void)
 				int status, rc;
 				pid_t pid;
 
+				push_all(pool);
 				kill_at = (enum ap_test_point)p;
 				kill_after = k;
 				seen = 0;
@@ -208,6 +278,7 @@ int main(void)
 	}
 	diag("%u processes killed at a hook point, %u ran to the end", kills, clean);
 	is_int(kills + clean, AP_TP_COUNT * OPS * KMAX, "every child was killed or finished");
+	pop_vs_reclaim(sp);
 	for (int p = 0; p < AP_TP_COUNT; p++)
 		ok(reached[p] > 0, "\"%s\" is reached by some case (%u kills)", points[p], reached[p]);
 	is_int(scan_sources(in), 0, "every AP_TEST_AT() point in lib/ is one this test kills at");
