@@ -64,7 +64,7 @@ int main(void)
 	if (asyncpool_proactor_create_memory(&p))
 		bail_out("proactor");
 	pool = make_pool(p, 64, 4, 0);
-	plan(28);
+	plan(29);
 
 	/* acquire under a head that never holds still */
 	ap_test_hook_before_cas = rewrite_head;
@@ -145,6 +145,9 @@ int main(void)
 		       "a chain walk that reads a link out of range gives -EUCLEAN");
 		is_int(AP_HEAD_INDEX(atomic_load(&pool->fl.line->head)), top,
 		       "the head did not move to it");
+		/* the audit walks it too: range-checked before state[] is read */
+		atomic_store(&pool->fl.state[top], AP_W_HIGH(was) | 0x7ffffff0u);
+		is_int(asyncpool_check(pool), -EUCLEAN, "the audit of a link far out of range: -EUCLEAN");
 		atomic_store(&pool->fl.state[top], was);
 		asyncpool_lease_release(&held);
 		is_int(asyncpool_available(pool), 4, "repaired: all buffers free");
