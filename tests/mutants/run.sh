@@ -105,8 +105,9 @@ text() {
 run_test() {
 	local t=$1 log=$2 rc
 	case $t in
-	*.sh) timeout -k 5 "$limit" "${BASH:-bash}" "$t" > "$log" 2>&1 ;;
-	*) timeout -k 5 "$limit" "./$t" > "$log" 2>&1 ;;
+	# in a subshell, whose stderr is the log: it reports a crash there
+	*.sh) (timeout -k 5 "$limit" "${BASH:-bash}" "$t") > "$log" 2>&1 ;;
+	*) (timeout -k 5 "$limit" "./$t") > "$log" 2>&1 ;;
 	esac
 	rc=$?
 	rm -f /dev/shm/"$ASYNCPOOL_TEST_SHM_PREFIX"* 2> /dev/null
