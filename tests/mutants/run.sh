@@ -28,6 +28,9 @@
 #   ASYNCPOOL_MUTANTS_JOBS       make -j (default 2)
 set -u
 LC_ALL=C
+# The whole script is one compound command, parsed before it runs: an
+# edit of this file during a run does not change the run.
+{
 export LC_ALL
 
 srcdir=$(cd "${top_srcdir:-$(dirname "$0")/../..}" && pwd)
@@ -42,13 +45,21 @@ export top_srcdir=. top_builddir=.
 die() { echo "Bail out! $*"; exit 1; }
 command -v git > /dev/null || die "check-mutants copies the tree with git"
 command -v perl > /dev/null || die "check-mutants needs perl"
-command -v timeout > /dev/null || die "check-mutants needs timeout(1)"
+command -v timeout > /dev/null && command -v setsid > /dev/null ||
+	die "check-mutants needs timeout(1) and setsid(1)"
 
 # The scratch tree: this tree's tracked and new files, copied with their
 # times (so that make rebuilds only what changed since the last run),
 # configured once.
 mkdir -p "$scratch" || die "cannot make $scratch"
 rm -rf "$scratch/tests/mutants"
+# A run killed while a mutant was applied left its file mutated: the copy
+# below restores it, with its old time, so mark it to be rebuilt.
+for o in "$scratch"/lib/*.mutant-orig; do
+	[ -e "$o" ] || continue
+	echo "lib/$(basename "$o" .mutant-orig)" >> "$scratch/.mutant-dirty"
+	rm -f "$o"
+done
 git -C "$srcdir" ls-files -co --exclude-standard -z |
 	(cd "$srcdir" && tar --null -T - -c) | tar -x -C "$scratch" ||
 	die "cannot copy the tree to $scratch"
@@ -100,17 +111,31 @@ text() {
 		sect == want { print }' "$2"
 }
 
-# run_test T: 0 if test T failed (caught), 1 if it passed, 2 if only the
-# outer limit stopped it.
+# run_test T LOG: 0 if test T failed (caught), 1 if it passed, 2 if only
+# the outer limit stopped it.  A test that has reported a failure ("not
+# ok" or "Bail out!") is stopped there: the rest of its run cannot undo
+# it, and a mutant often turns the rest into a long spin.
 run_test() {
-	local t=$1 log=$2 rc
+	local t=$1 log=$2 rc pid reported=
+	# its own session, so that its children go with it; in a subshell
+	# whose stderr is the log, which reports a crash there
 	case $t in
-	# in a subshell, whose stderr is the log: it reports a crash there
-	*.sh) (timeout -k 5 "$limit" "${BASH:-bash}" "$t") > "$log" 2>&1 ;;
-	*) (timeout -k 5 "$limit" "./$t") > "$log" 2>&1 ;;
+	*.sh) (exec setsid timeout -k 5 "$limit" "${BASH:-bash}" "$t") > "$log" 2>&1 & ;;
+	*) (exec setsid timeout -k 5 "$limit" "./$t") > "$log" 2>&1 & ;;
 	esac
+	pid=$!
+	while kill -0 "$pid" 2> /dev/null; do
+		if grep -qE '^(not ok|Bail out!)' "$log"; then
+			reported=1
+			kill -TERM -- "-$pid" 2> /dev/null
+			break
+		fi
+		sleep 0.2
+	done
+	wait "$pid"
 	rc=$?
 	rm -f /dev/shm/"$ASYNCPOOL_TEST_SHM_PREFIX"* 2> /dev/null
+	[ -n "$reported" ] && return 0
 	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
 		return 2
 	fi
@@ -204,3 +229,5 @@ fi
 echo "# $((  $(date +%s) - total_start )) s for ${#names[@]} mutants"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
+exit
+}
