@@ -539,7 +539,7 @@ static void test_cache_defence(void)
 	is_int(asyncpool_acquire(pool, &l), 0, "cache defence: acquire");
 	idx = l.buffer_index;
 	asyncpool_lease_release(&l);            /* into this thread's cache */
-	/* a peer takes the word: LEASED by attachment 5 */
+	/* a peer takes the word: LEASED by attachment 5 (holder 6) */
 	atomic_store(&pool->fl.state[idx], AP_W_MAKE(AP_K_LEASED, 6, 77, AP_FL_END));
 	is_int(asyncpool_acquire(pool, &l2), 0, "cache defence: acquire again");
 	ok(l2.buffer_index != idx, "cache defence: the buffer a peer took is not handed out");
@@ -547,7 +547,15 @@ static void test_cache_defence(void)
 	asyncpool_stats(pool, &st);
 	is_int(st.corruptions, 1, "cache defence: one corruption counted");
 	is_int(AP_W_HOLDER(atomic_load(&pool->fl.state[idx])), 6, "cache defence: the peer's word is untouched");
-	asyncpool_lease_release(&l2);
+	/* and a flush links only what is still cached by this process */
+	idx = l2.buffer_index;
+	asyncpool_lease_release(&l2);           /* into this thread's cache */
+	atomic_store(&pool->fl.state[idx], AP_W_MAKE(AP_K_LEASED, 6, 78, AP_FL_END));
+	is_int(asyncpool_cache_flush(pool), 0, "cache defence: flush");
+	asyncpool_stats(pool, &st);
+	is_int(st.corruptions, 2, "cache defence: the flush dropped the peer's buffer and counted it");
+	is_int(atomic_load(&pool->fl.state[idx]), AP_W_MAKE(AP_K_LEASED, 6, 78, AP_FL_END),
+	       "cache defence: the flush left the peer's word alone");
 	is_int(asyncpool_destroy(pool), 0, "cache defence: destroy");
 	munmap(mem, size);
 	asyncpool_region_unref(r);
