@@ -4,9 +4,11 @@
  * each buffer has an in-use flag that its acquirer sets by exchange (it
  * must find it clear) and clears by exchange before the release (it
  * must find its own id): a buffer handed to two holders at once is
- * seen by the second exchange, however short the overlap.  A head
- * without its ABA tag hands buffers out twice here
- * (tests/mutants/head-no-aba-tag).
+ * seen by the second exchange, however short the overlap.  The test-hook
+ * build widens the window between reading the head and its CAS: every
+ * 16th time a thread gets there it yields, so that the others pop and
+ * push under it.  A head without its ABA tag then hands buffers out
+ * twice here (tests/mutants/head-no-aba-tag).
  * Beside them, waiters (tests/waiters.h) hold 8, 7 and 1 buffers at a
  * time with asyncpool_acquire_wait(): with the workers that is more than
  * the 16 buffers, so they wait, woken by the workers' releases.
@@ -15,6 +17,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,6 +28,7 @@
 #include "tap.h"
 #include "testutil.h"
 #include "waiters.h"
+#include "hooks.h"
 
 #define THREADS 8
 #define BUFFERS 16
@@ -33,6 +37,15 @@ static long iterations = 1000000;
 static struct asyncpool *pool;
 static atomic_long violations, empties, others;
 static _Atomic uint64_t in_use[BUFFERS];        /* holder id, or 0 */
+
+/* Between reading the head and its CAS: now and then, let others run. */
+static void yield_now_and_then(void)
+{
+	static __thread unsigned n;
+
+	if (++n % 16 == 0)
+		sched_yield();
+}
 
 static void *worker(void *arg)
 {
@@ -84,6 +97,7 @@ int main(int argc, char **argv)
 	if (asyncpool_proactor_create_memory(&p))
 		bail_out("proactor");
 	pool = make_pool(p, 64, BUFFERS, 0);
+	ap_test_hook_before_cas = yield_now_and_then;
 
 	/* The waiters start on an empty pool. */
 	for (int i = 0; i < BUFFERS; i++)
@@ -97,6 +111,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < THREADS; i++)
 		pthread_join(t[i], NULL);
 	waiters_finish(&ws);
+	ap_test_hook_before_cas = NULL;
 	diag("%d threads x %ld acquire/release on %d buffers; %ld empty retries",
 	     THREADS, iterations, BUFFERS, atomic_load(&empties));
 	is_int(atomic_load(&violations), 0, "no buffer was held by two threads at once");

@@ -198,7 +198,8 @@ for n in "${names[@]}"; do
 	else
 		hung=
 		for t in $tests; do
-			run_test "$t" "mutants-$n.$(basename "$t").log"
+			# (its stderr: no shell message for a crashed test)
+			run_test "$t" "mutants-$n.$(basename "$t").log" 2> /dev/null
 			case $? in
 			0) by=$t; break ;;
 			2) hung="$hung $t" ;;
