@@ -54,6 +54,7 @@ static void *worker(void *arg)
 	for (long i = 0; i < iterations; i++) {
 		struct asyncpool_lease l;
 		volatile uint64_t *word;
+		uint64_t holder;
 		int rc = asyncpool_acquire(pool, &l);
 
 		if (rc == -ENOBUFS) {
@@ -65,11 +66,15 @@ static void *worker(void *arg)
 			atomic_fetch_add(&others, 1);
 			break;
 		}
-		if (l.buffer_index >= BUFFERS ||
-		    atomic_exchange(&in_use[l.buffer_index], id) != 0) {
-			/* held by another: leave it to that holder */
-			atomic_fetch_add(&violations, 1);
-			continue;
+		if (l.buffer_index >= BUFFERS)
+			bail_out("thread %lu acquired buffer %u of %d", (unsigned long)id,
+				 l.buffer_index, BUFFERS);
+		holder = atomic_exchange(&in_use[l.buffer_index], id);
+		if (holder != 0) {
+			/* the pool is broken: say so now, before its lost
+			 * buffers leave the others waiting for ever */
+			bail_out("buffer %u acquired by thread %lu while thread %lu holds it",
+				 l.buffer_index, (unsigned long)id, (unsigned long)holder);
 		}
 		word = asyncpool_span_ptr(l.span);
 		word[0] = id;
