@@ -61,6 +61,7 @@
 #include <stdint.h>
 
 #include "pool_layout.h"
+#include "test_stall.h"
 
 typedef _Atomic uint64_t ap_word;
 
@@ -136,6 +137,7 @@ static inline uint32_t ap_state_claim_leased_was(ap_word *s, uint32_t gen, uint3
 		if (!(g = ap_state_lease_gen(w, gen, lent)))
 			return 0;
 		*was = w;
+		AP_TEST_STALL(AP_TS_RELEASE_CLAIM);
 	} while (!ap_state_cas(s, &w, AP_W_MAKE(AP_K_FREE, me, g)));
 	return AP_W_KIND(*was);
 }
@@ -213,6 +215,7 @@ static inline uint32_t ap_state_leased_to_cached(ap_word *s, uint32_t gen, uint6
 
 	if (!g)
 		return 0;
+	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
 	if (AP_LIKELY_CAS(ap_state_cas(s, &w, AP_W_MAKE(AP_K_CACHED, me, ap_gen_next(g)))))
 		return kind;
 	return ap_state_cache_again(s, gen, me, lent);

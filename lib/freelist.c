@@ -34,6 +34,7 @@
 #ifdef ASYNCPOOL_TEST_HOOKS
 void (*ap_test_hook_before_cas)(void);
 void (*ap_test_hook_point)(enum ap_test_point);
+void (*ap_test_hook_stall)(enum ap_test_stall);
 #endif
 
 /* A peer that rewrites the head without end must not keep us spinning. */

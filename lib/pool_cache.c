@@ -343,6 +343,7 @@ static __attribute__((noinline)) int cache_release_slow(struct asyncpool *pool, 
 		 * has it: the freelist. */
 		return ap_fl_release(&pool->fl, idx, gen);
 	}
+	AP_TEST_STALL(AP_TS_OWNER_INSIDE);
 	rc = cache_put(pool, c, idx, gen);
 	ap_cache_leave(c);
 	ap_cache_honour_flush(pool);
@@ -651,8 +652,10 @@ static bool bypass_all(struct asyncpool *pool)
 		return false;
 	}
 	for (struct ap_cache *c = pool->caches; c; c = c->reg_next)
-		while (__atomic_load_n(&c->busy, __ATOMIC_ACQUIRE))
+		while (__atomic_load_n(&c->busy, __ATOMIC_ACQUIRE)) {
+			AP_TEST_STALL(AP_TS_FLUSH_WAITS);
 			sched_yield();
+		}
 	return true;
 }
 

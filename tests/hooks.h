@@ -11,5 +11,6 @@
 #define ASYNCPOOL_TEST_HOOKS 1
 #endif
 #include "../lib/pool_internal.h"
+#include "../lib/pool_cache.h"
 
 #endif

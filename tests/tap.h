@@ -6,15 +6,27 @@
  * Hygiene: the file descriptors open when the program starts are noted
  * (a constructor calls tap_fd_baseline()), and done_testing() fails the
  * program if any other descriptor is still open at its end.
+ *
+ * Watchdog: the same constructor arms alarm() with TAP_WATCHDOG_SECONDS
+ * (scaled by the stress size, see tap_watchdog_bound()).  When it fires
+ * the program prints "Bail out! watchdog: N s" and exits 1, so that a
+ * hang (a lost wake-up, an unbounded loop) fails the test instead of
+ * stalling make check.  A generous failure bound, not a timed
+ * assertion: nothing passes or fails on speed below it.
+ * $ASYNCPOOL_TEST_WATCHDOG (seconds) overrides every bound (make
+ * check-mutants sets it lower, so that a mutant's hang fails fast).  A
+ * test that needs its own bound calls tap_watchdog(N), never alarm().
  */
 #ifndef ASYNCPOOL_TAP_H
 #define ASYNCPOOL_TAP_H
 
 #include <dirent.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int tap_planned;
@@ -133,6 +145,94 @@ static inline const char *tap_sanitizer(void)
 	return NULL;
 }
 
+/* Seconds a test program may run before its watchdog fails it. */
+#ifndef TAP_WATCHDOG_SECONDS
+#define TAP_WATCHDOG_SECONDS 300
+#endif
+/* The stress size at which the bounds hold as written; larger sizes
+ * (make check-long) scale them up in proportion. */
+#define TAP_WATCHDOG_STRESS 100000ul
+
+static unsigned tap_watchdog_armed;
+
+/* The bound for a test that asks for seconds: $ASYNCPOOL_TEST_WATCHDOG if
+ * set, else seconds times the stress size over TAP_WATCHDOG_STRESS (at
+ * least once). */
+static inline unsigned tap_watchdog_bound(unsigned seconds)
+{
+	const char *o = getenv("ASYNCPOOL_TEST_WATCHDOG");
+	const char *s = getenv("ASYNCPOOL_STRESS_ITERATIONS");
+	unsigned long scale = 1;
+
+	if (o && *o && strtoul(o, NULL, 10) > 0)
+		return (unsigned)strtoul(o, NULL, 10);
+	if (s && *s && strtoul(s, NULL, 10) > TAP_WATCHDOG_STRESS)
+		scale = (strtoul(s, NULL, 10) + TAP_WATCHDOG_STRESS - 1) / TAP_WATCHDOG_STRESS;
+	if (scale > 1000)
+		scale = 1000;
+	return (unsigned)(seconds * scale);
+}
+
+static void tap_watchdog_fired(int sig)
+{
+	static const char head[] = "\nBail out! watchdog: ";
+	char num[16], *p = num + sizeof(num);
+	unsigned v = tap_watchdog_armed;
+
+	(void)sig;
+	/* async-signal-safe: write(2) only, the number by hand */
+	*--p = '\n';
+	*--p = 's';
+	*--p = ' ';
+	do
+		*--p = (char)('0' + v % 10);
+	while ((v /= 10) && p > num);
+	if (write(STDOUT_FILENO, head, sizeof(head) - 1) >= 0 &&
+	    write(STDOUT_FILENO, p, (size_t)(num + sizeof(num) - p)) >= 0)
+		_exit(1);
+	_exit(1);
+}
+
+/* (Re)arm the watchdog for seconds from now (scaled as above); 0 re-arms
+ * the default bound.  A forked child does not inherit it: its parent's
+ * watchdog covers the wait for it. */
+static inline void tap_watchdog(unsigned seconds)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = tap_watchdog_fired;
+	/* It never returns; SA_RESTART so that it does not count as a
+	 * handler that interrupts the library's waits (pool_wait.c). */
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, NULL);
+	tap_watchdog_armed = tap_watchdog_bound(seconds ? seconds : TAP_WATCHDOG_SECONDS);
+	alarm(tap_watchdog_armed);
+}
+
+/* Run fn(arg) in a child process: true if it returned (the child exits
+ * 0), false if it crashed or exited otherwise.  For "X is harmless":
+ * a check that fails when X is not, without ending the program. */
+static inline int tap_survives(void (*fn)(void *), void *arg)
+{
+	int status;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		return 0;
+	if (pid == 0) {
+		alarm(0);
+		fn(arg);
+		_exit(0);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 /* The descriptors open at the baseline (valgrind keeps its own high up). */
 #define TAP_FD_MAX 256
 static int tap_fd_base[TAP_FD_MAX];
@@ -180,6 +280,7 @@ static void tap_fd_baseline_ctor(void) __attribute__((constructor, unused));
 static void tap_fd_baseline_ctor(void)
 {
 	tap_fd_baseline();
+	tap_watchdog(0);
 }
 
 static inline void tap_fd_report(int fd, void *ctx)

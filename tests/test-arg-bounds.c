@@ -9,6 +9,8 @@
  *   6. asyncpool_acquire_bulk() with n beyond the capacity, or without a
  *      pool: -EINVAL and nothing written (n = UINT_MAX once crashed).
  * Each call runs in a child process, so that a crash is one failed test.
+ * And a lease whose index was overwritten (beyond the capacity) is
+ * refused by every release path before it touches the state array.
  */
 #include "config.h"
 
@@ -282,6 +284,26 @@ static void bulk_bounds(const char *what, struct asyncpool *p)
 	is_call(in_child(call_bulk, &b), 0, "acquire_bulk (%s): n = capacity: acquired", what);
 }
 
+static void forged_index(const char *what, struct asyncpool *p)
+{
+	struct asyncpool_lease l, bad;
+
+	if (asyncpool_acquire(p, &l))
+		bail_out("acquire");
+	bad = l;
+	bad.buffer_index = 0x7ffffff0u;
+	asyncpool_lease_release(&bad);
+	bad = l;
+	bad.buffer_index = 0x7ffffff0u;
+	asyncpool_release_bulk(&bad, 1);
+	is_int(asyncpool_release_index(p, 0x7ffffff0u), -EINVAL,
+	       "%s: release_index beyond the capacity: EINVAL", what);
+	is_int(asyncpool_available(p), CAP - 1, "%s: a lease with an index out of range released nothing", what);
+	is_int(asyncpool_check(p), 0, "%s: and left the pool whole", what);
+	asyncpool_lease_release(&l);
+	is_int(asyncpool_available(p), CAP, "%s: the real lease goes back", what);
+}
+
 static void setup(void)
 {
 	struct asyncpool_slab_options so;
@@ -328,6 +350,8 @@ int main(void)
 	struct_bounds("stats", call_stats, sizeof(struct asyncpool_stats), true);
 	bulk_bounds("uncached", pool);
 	bulk_bounds("cached", cached);
+	forged_index("uncached", pool);
+	forged_index("cached", cached);
 
 	asyncpool_shared_close(bundle);
 	asyncpool_destroy(cached);

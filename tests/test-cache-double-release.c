@@ -16,6 +16,16 @@
  * closes even when the drain could not get every buffer back).
  * Rounds: ASYNCPOOL_STRESS_ITERATIONS / 25 (default 4000, at least 1000);
  * on the old code 50 to 270 of 5000 rounds handed a buffer out twice.
+ *
+ * The rounds above accept "detected" and depend on the two loads lining
+ * up.  So first, the same race made certain: the test-hook build stalls
+ * one releaser between its check of the word and its CAS
+ * (AP_TS_CACHE_CLAIM, AP_TS_RELEASE_CLAIM: lib/test_stall.h) until the
+ * other's release is complete, into its own cache or to the freelist of
+ * a pool without caches.  Exactly one of the two must win, the other be
+ * refused (-ESTALE) and counted, and the pool stay whole; a claim made
+ * of a check and a plain store lets both win
+ * (tests/mutants/cache-release-plain-store, release-claim-plain-store).
  */
 #include "config.h"
 
@@ -32,6 +42,7 @@
 #include "tap.h"
 #include "testutil.h"
 #include "shared-common.h"
+#include "hooks.h"
 
 #define CAP 64
 #define CACHE 8
@@ -85,6 +96,87 @@ static void *worker(void *arg)
 		asyncpool_cache_flush(pool);
 		atomic_fetch_add(&done, 1);
 	}
+}
+
+/* ---- the race made certain ---- */
+
+struct pair {
+	struct asyncpool *pool;
+	uint64_t token;
+	int rc[2];
+	_Atomic int stalled, released, warm;
+	pthread_barrier_t go;
+};
+
+static __thread bool stall_me;
+static struct pair *the_pair;
+
+static void stall(enum ap_test_stall p)
+{
+	if ((p != AP_TS_CACHE_CLAIM && p != AP_TS_RELEASE_CLAIM) || !stall_me)
+		return;
+	stall_me = false;
+	atomic_store(&the_pair->stalled, 1);
+	/* the other release goes all the way while this one holds */
+	while (!atomic_load(&the_pair->released))
+		sched_yield();
+}
+
+static void *pair_worker(void *arg)
+{
+	struct pair *pr = the_pair;
+	int me = (int)(intptr_t)arg;
+	struct asyncpool_lease l;
+
+	/* this thread's cache of the pool, used last, with room */
+	if (asyncpool_acquire(pr->pool, &l) == 0)
+		asyncpool_lease_release(&l);
+	atomic_fetch_add(&pr->warm, 1);
+	pthread_barrier_wait(&pr->go);
+	if (me == 0) {
+		stall_me = true;
+		pr->rc[0] = asyncpool_release_token(pr->pool, pr->token);
+	} else {
+		while (!atomic_load(&pr->stalled))
+			sched_yield();
+		pr->rc[1] = asyncpool_release_token(pr->pool, pr->token);
+		atomic_store(&pr->released, 1);
+	}
+	asyncpool_cache_flush(pr->pool);
+	return NULL;
+}
+
+static void race_pair(struct asyncpool *pool, const char *what)
+{
+	struct pair pr = { .pool = pool };
+	struct asyncpool_lease l;
+	struct asyncpool_stats st;
+	pthread_t t[2];
+
+	the_pair = &pr;
+	pthread_barrier_init(&pr.go, NULL, 3);
+	for (int i = 0; i < 2; i++)
+		if (pthread_create(&t[i], NULL, pair_worker, (void *)(intptr_t)i))
+			bail_out("pthread_create");
+	while (atomic_load(&pr.warm) != 2)
+		sched_yield();
+	if (asyncpool_acquire(pool, &l))
+		bail_out("acquire");
+	pr.token = asyncpool_lease_token(&l);
+	ap_test_hook_stall = stall;
+	pthread_barrier_wait(&pr.go);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	ap_test_hook_stall = NULL;
+	pthread_barrier_destroy(&pr.go);
+	asyncpool_cache_flush(pool);
+	is_int(pr.rc[1], 0, "%s: the release that went first won", what);
+	is_int(pr.rc[0], -ESTALE, "%s: the copy stalled before its CAS was refused", what);
+	st.size = sizeof(st);
+	asyncpool_stats(pool, &st);
+	is_int(st.bad_releases, 1, "%s: one bad release counted", what);
+	is_int(asyncpool_check(pool), 0, "%s: the freelist audit is clean", what);
+	is_int(asyncpool_available(pool), CAP, "%s: every buffer free once", what);
 }
 
 enum outcome { REFUSED, DETECTED, SILENT, DUPLICATE };
@@ -181,6 +273,33 @@ int main(void)
 	mem = mmap(NULL, mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (mem == MAP_FAILED)
 		bail_out("mmap");
+	/* the race made certain: a local pool whose caches lend, and a
+	 * shared layout (raw memory: a cache marks what it hands out) */
+	{
+		struct asyncpool *pool;
+
+		if (asyncpool_create(region, &pool) || asyncpool_set_cache(pool, CACHE))
+			bail_out("create");
+		race_pair(pool, "local pool");
+		is_int(asyncpool_destroy(pool), 0, "local pool: destroy");
+		memset(mem, 0, mem_size);
+		if (asyncpool_create_shared(mem, mem_size, region, &pool) ||
+		    asyncpool_set_cache(pool, CACHE))
+			bail_out("create_shared");
+		race_pair(pool, "shared layout");
+		is_int(asyncpool_destroy(pool), 0, "shared layout: destroy");
+		/* no caches: both releases go to the freelist */
+		if (asyncpool_create(region, &pool))
+			bail_out("create");
+		race_pair(pool, "local pool, no cache");
+		is_int(asyncpool_destroy(pool), 0, "local pool, no cache: destroy");
+		memset(mem, 0, mem_size);
+		if (asyncpool_create_shared(mem, mem_size, region, &pool))
+			bail_out("create_shared");
+		race_pair(pool, "shared layout, no cache");
+		is_int(asyncpool_destroy(pool), 0, "shared layout, no cache: destroy");
+	}
+
 	for (int i = 0; i < 2; i++)
 		if (pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i))
 			bail_out("pthread_create");

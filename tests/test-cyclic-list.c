@@ -87,6 +87,8 @@ int main(void)
 		   cycles[c].what);
 		is_int(asyncpool_stats(pool, &st), 0, "  stats");
 		ok(st.available <= N, "  stats.available too");
+		/* the audit walks the cycle itself: it must stop and say so */
+		is_int(asyncpool_check(pool), -EUCLEAN, "  check of the cycle: EUCLEAN");
 		is_int(acquire_all(pool), cycles[c].distinct,
 		       "  acquires get the %u distinct buffers, then -EUCLEAN", cycles[c].distinct);
 		is_int(asyncpool_stats(pool, &st), 0, "  stats again");

@@ -13,12 +13,14 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <asyncpool.h>
 #include "tap.h"
 #include "testutil.h"
+#include "hooks.h"
 
 #define THREADS 8
 #define BUFFERS 512
@@ -37,6 +39,7 @@ static void test_options(void)
 	struct asyncpool_options o;
 	struct asyncpool *pool = (void *)1, *plain;
 	struct asyncpool_lease l, lp;
+	void (*plain_fn)(void *, uint32_t);
 
 	memset(&o, 0, sizeof(o));
 	o.size = sizeof(o);
@@ -70,18 +73,29 @@ static void test_options(void)
 	o.cache_size = 0;
 	is_int(asyncpool_create_opts(r, &o, &pool), 0, "opts: cache_size 0");
 	is_int(asyncpool_create(r, &plain), 0, "plain pool");
-	asyncpool_acquire(pool, &l);
-	asyncpool_acquire(plain, &lp);
-	ok(l.release.fn == lp.release.fn, "cache_size 0 means no cache");
+	is_int(asyncpool_acquire(pool, &l), 0, "cache_size 0: acquire");
+	is_int(asyncpool_acquire(plain, &lp), 0, "plain pool: acquire");
+	/* the callbacks, compared while the leases still hold them */
+	ok(l.release.fn != NULL && l.release.fn == lp.release.fn,
+	   "cache_size 0: a lease releases as a plain pool's does");
+	plain_fn = lp.release.fn;
 	asyncpool_lease_release(&l);
 	asyncpool_lease_release(&lp);
+	is_int(ap_fl_count(&pool->fl), 16, "cache_size 0: the release went to the freelist");
 	is_int(asyncpool_set_cache(pool, 17), -EINVAL, "set_cache: too large");
 	is_int(asyncpool_set_cache(NULL, 4), -EINVAL, "set_cache: NULL pool");
 	is_int(asyncpool_set_cache(pool, 0), 0, "set_cache: 0 is no cache");
-	is_int(asyncpool_set_cache(pool, 4), 0, "set_cache: turn caches on");
 	asyncpool_acquire(pool, &l);
-	ok(l.release.fn != lp.release.fn, "set_cache: leases come from the cache");
 	asyncpool_lease_release(&l);
+	is_int(ap_fl_count(&pool->fl), 16, "set_cache 0: the release still went to the freelist");
+	is_int(asyncpool_set_cache(pool, 4), 0, "set_cache: turn caches on");
+	is_int(asyncpool_acquire(pool, &l), 0, "set_cache: acquire");
+	ok(l.release.fn != NULL && l.release.fn != plain_fn,
+	   "set_cache: the lease releases into a cache");
+	asyncpool_lease_release(&l);
+	/* a refill took a batch (2 of a cache of 4) off the freelist, and
+	 * the release put the buffer back into this thread's cache */
+	is_int(ap_fl_count(&pool->fl), 14, "set_cache: the batch is in this thread's cache");
 	is_int(asyncpool_available(pool), 16, "available counts cached buffers");
 	is_int(asyncpool_destroy(pool), 0, "destroy");
 	is_int(asyncpool_create_opts(r, NULL, &pool), 0, "opts: NULL is the defaults");
@@ -410,10 +424,10 @@ static void test_bulk_beyond_cache(bool tokens)
 	is_int(b.rc, 0, "bulk of %s beyond the cache: 12 acquired", what);
 	is_int(asyncpool_acquire(b.pool, &mine), 0, "bulk of %s beyond the cache: one more", what);
 	asyncpool_lease_release(&mine);         /* into this thread's cache */
-	alarm(30);
+	tap_watchdog(30);
 	is_int(asyncpool_cache_flush_all(b.pool), 0,
 	       "bulk of %s beyond the cache: flush_all returns", what);
-	alarm(0);
+	tap_watchdog(0);
 	pthread_barrier_wait(&b.flushed);
 	pthread_join(t, NULL);
 	is_int(b.rc, 0, "bulk of %s beyond the cache: released", what);
@@ -425,6 +439,128 @@ static void test_bulk_beyond_cache(bool tokens)
 	pthread_barrier_destroy(&b.flushed);
 }
 
+/*
+ * A flusher waits for an owner inside its cache (pool_cache.h): the
+ * flusher raises bypass, then waits while the owner's busy flag is set.
+ * Made certain with the stall points of the test-hook build: the owner
+ * stops inside its cache (AP_TS_OWNER_INSIDE, a release on the slow
+ * path) until the flusher has been seen waiting for it
+ * (AP_TS_FLUSH_WAITS) or has returned.  It must never have returned: a
+ * flusher that takes a cache whose owner is inside races with the
+ * owner's plain loads and stores (tests/mutants/flusher-no-wait).
+ */
+static struct {
+	struct asyncpool *pool;
+	uint64_t token;
+	_Atomic int inside, waited, flushed, returned_inside;
+	pthread_t owner;
+} fw;
+
+static void fw_stall(enum ap_test_stall p)
+{
+	if (p == AP_TS_FLUSH_WAITS) {
+		atomic_store(&fw.waited, 1);
+		return;
+	}
+	if (p != AP_TS_OWNER_INSIDE || !pthread_equal(pthread_self(), fw.owner))
+		return;
+	atomic_store(&fw.inside, 1);
+	while (!atomic_load(&fw.waited) && !atomic_load(&fw.flushed))
+		sched_yield();
+	atomic_store(&fw.returned_inside, atomic_load(&fw.flushed));
+}
+
+static void *fw_owner(void *arg)
+{
+	struct asyncpool_lease l;
+	int rc;
+
+	(void)arg;
+	/* its cache, last used; then a release that takes the slow path
+	 * (a stale token: refused inside the cache) */
+	if (asyncpool_acquire(fw.pool, &l))
+		return (void *)1;
+	fw.token = asyncpool_lease_token(&l);
+	asyncpool_lease_release(&l);
+	rc = asyncpool_release_token(fw.pool, fw.token);
+	return (void *)(intptr_t)(rc == -ESTALE ? 0 : 2);
+}
+
+static void test_flusher_waits(void)
+{
+	struct asyncpool *pool = make_pool(proactor, 64, 16, 4);
+	struct asyncpool_lease mine;
+	void *res;
+
+	fw.pool = pool;
+	/* a cache with a buffer in it, so that the flush has work */
+	is_int(asyncpool_acquire(pool, &mine), 0, "flusher waits: acquire");
+	asyncpool_lease_release(&mine);
+	ap_test_hook_stall = fw_stall;
+	if (pthread_create(&fw.owner, NULL, fw_owner, NULL))
+		bail_out("pthread_create");
+	while (!atomic_load(&fw.inside))
+		sched_yield();
+	is_int(asyncpool_cache_flush_all(pool), 0, "flusher waits: flush_all returns");
+	atomic_store(&fw.flushed, 1);
+	pthread_join(fw.owner, &res);
+	ap_test_hook_stall = NULL;
+	is_int((intptr_t)res, 0, "flusher waits: the owner's stale release was refused inside its cache");
+	ok(atomic_load(&fw.waited), "flusher waits: the flusher waited for the owner inside its cache");
+	ok(!atomic_load(&fw.returned_inside),
+	   "flusher waits: flush_all did not return while the owner was inside its cache");
+	is_int(asyncpool_check(pool), 0, "flusher waits: the freelist audit is clean");
+	is_int(asyncpool_available(pool), 16, "flusher waits: every buffer back");
+	is_int(asyncpool_destroy(pool), 0, "flusher waits: destroy");
+}
+
+/*
+ * A shared pool's cache hands out only a buffer whose word still says
+ * CACHED by this process at the entry's generation: a word a peer
+ * overwrote (memory shared with another process is untrusted) is
+ * dropped and counted, never leased (buffer_state.h).
+ */
+static void test_cache_defence(void)
+{
+	struct asyncpool_region *r = make_region(proactor, 64, 16, ASYNCPOOL_ACCESS_READ);
+	struct asyncpool_stats st;
+	struct asyncpool_lease l, l2;
+	struct asyncpool *pool;
+	size_t size;
+	uint32_t idx;
+	void *mem;
+
+	if (asyncpool_shared_storage_size(16, &size))
+		bail_out("storage size");
+	mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED || asyncpool_create_shared(mem, size, r, &pool) ||
+	    asyncpool_set_cache(pool, 4))
+		bail_out("shared pool");
+	is_int(asyncpool_acquire(pool, &l), 0, "cache defence: acquire");
+	idx = l.buffer_index;
+	asyncpool_lease_release(&l);            /* into this thread's cache */
+	/* a peer takes the word: LEASED by attachment 5 (holder 6) */
+	atomic_store(&pool->fl.state[idx], AP_W_MAKE(AP_K_LEASED, 6, 77));
+	is_int(asyncpool_acquire(pool, &l2), 0, "cache defence: acquire again");
+	ok(l2.buffer_index != idx, "cache defence: the buffer a peer took is not handed out");
+	st.size = sizeof(st);
+	asyncpool_stats(pool, &st);
+	is_int(st.corruptions, 1, "cache defence: one corruption counted");
+	is_int(AP_W_HOLDER(atomic_load(&pool->fl.state[idx])), 6, "cache defence: the peer's word is untouched");
+	/* and a flush links only what is still cached by this process */
+	idx = l2.buffer_index;
+	asyncpool_lease_release(&l2);           /* into this thread's cache */
+	atomic_store(&pool->fl.state[idx], AP_W_MAKE(AP_K_LEASED, 6, 78));
+	is_int(asyncpool_cache_flush(pool), 0, "cache defence: flush");
+	asyncpool_stats(pool, &st);
+	is_int(st.corruptions, 2, "cache defence: the flush dropped the peer's buffer and counted it");
+	is_int(atomic_load(&pool->fl.state[idx]), AP_W_MAKE(AP_K_LEASED, 6, 78),
+	       "cache defence: the flush left the peer's word alone");
+	is_int(asyncpool_destroy(pool), 0, "cache defence: destroy");
+	munmap(mem, size);
+	asyncpool_region_unref(r);
+}
+
 int main(void)
 {
 	if (asyncpool_proactor_create_memory(&proactor))
@@ -434,6 +570,8 @@ int main(void)
 	test_bulk(8);
 	test_bulk_beyond_cache(false);
 	test_bulk_beyond_cache(true);
+	test_flusher_waits();
+	test_cache_defence();
 	test_flush_destroy();
 	test_fork();
 	test_handoff();

@@ -22,6 +22,7 @@
 #include <asyncpool.h>
 #include "tap.h"
 #include "testutil.h"
+#include "hooks.h"
 
 #define BUFFERS 64
 #define CACHE   16
@@ -129,20 +130,37 @@ static void test_depot(void)
 	is_int(asyncpool_destroy(pool), 0, "destroy with buffers in the depot: all are back");
 }
 
-/* A waiter gets what the depot holds. */
+/*
+ * A waiter gets what the depot holds: with the freelist emptied first
+ * (its 16 buffers popped through the test hooks), the depot's batches
+ * are the only buffers left, and acquire_wait must find them.
+ */
 static void test_wait(void)
 {
 	struct asyncpool *pool = make_pool(proactor, 64, BUFFERS, CACHE);
 	struct asyncpool_lease l;
 	struct cycle c = { .pool = pool };
-	bool distinct;
+	uint32_t idx[BUFFERS], gen, n = 0;
+	bool distinct, mine = false;
+	int rc;
 
 	/* In another thread, so that this one's cache stays empty: 48 in
 	 * the depot, 16 on the freelist (the thread's cache, at its exit). */
 	in_thread(&c);
 	is_int(c.got, BUFFERS, "a thread cycles every buffer");
+	is_int(ap_depot_count(pool), BUFFERS - CACHE, "the depot holds 48");
+	while (n < BUFFERS && ap_fl_pop(&pool->fl, AP_K_LEASED, &idx[n], &gen) == 0)
+		n++;
+	is_int(n, CACHE, "the freelist's 16 taken: it is empty");
 	is_int(asyncpool_acquire_wait(pool, &l, 1000000000), 0, "acquire_wait gets one");
+	for (uint32_t j = 0; j < n; j++)
+		mine |= idx[j] == l.buffer_index;
+	ok(!mine && l.buffer_index < BUFFERS, "from the depot (buffer %u)", l.buffer_index);
 	asyncpool_lease_release(&l);
+	rc = 0;
+	for (uint32_t j = 0; j < n; j++)
+		rc |= asyncpool_release_index(pool, idx[j]);
+	is_int(rc, 0, "the freelist's 16 back by index");
 	is_int(cycle_all(pool, &distinct), BUFFERS, "and every buffer is still there");
 	is_int(asyncpool_destroy(pool), 0, "destroy");
 }

@@ -31,6 +31,7 @@
 
 #include "hooks.h"
 #include "tap.h"
+#include "testutil.h"
 
 static struct asyncpool_proactor *proactor;
 
@@ -542,15 +543,13 @@ static void test_prep_wait(void)
 
 int main(void)
 {
-	const char *env = getenv("ASYNCPOOL_STRESS_ITERATIONS");
-	long rounds = env ? strtol(env, NULL, 10) / 20 : 2000;
+	/* the stress size, as every test reads it: 2000 rounds by default */
+	long rounds = stress_iterations(40000) / 20;
 
 	/* A lost wake-up hangs a waiter: make it a failure, not a hang. */
-	alarm(240);
+	tap_watchdog(240);
 	if (rounds < 50)
 		rounds = 50;
-	if (rounds > 2000)
-		rounds = 2000;
 	if (asyncpool_proactor_create_memory(&proactor))
 		bail_out("proactor");
 	test_arguments();

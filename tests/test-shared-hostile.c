@@ -152,7 +152,7 @@ int main(void)
 	int sock, status, done = 0;
 	pid_t pid;
 
-	plan(14);
+	plan(13);
 	memset(held, 0, sizeof(held));
 	pid = start_scribbler("scribble", ms, "the scribbler mapped the pool", &sp, &sock);
 	pool = asyncpool_shared_pool(sp);
@@ -220,7 +220,7 @@ int main(void)
 	status = scribbler_end(pid, sock, &writes);
 	ok(writes > 0, "the scribbler wrote %llu random values", (unsigned long long)writes);
 	is_int(status, 0, "the scribbler exited 0");
-	ok(ops > 0, "%lu operations under attack", ops);
+	diag("%lu operations under attack", ops);
 	is_int(outside, 0, "every lease inside the buffer memory");
 	is_int(wrong_errors, 0, "only documented errors");
 	diag("acquire: %lu ok, %lu ENOBUFS, %lu EUCLEAN; release: %lu ok, %lu EALREADY, %lu EUCLEAN; "

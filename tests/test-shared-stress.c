@@ -116,7 +116,7 @@ int main(void)
 	struct asyncpool_lease all[N];
 	struct waiters ws;
 
-	alarm(300);     /* a lost wake-up hangs a waiter: fail, do not hang */
+	tap_watchdog(300);     /* a lost wake-up hangs a waiter: fail, do not hang */
 	plan(14 + WAITERS_TESTS);
 	shared_options(&o, BS, N);
 	is_int(asyncpool_shared_create(&o, &sp), 0, "a shared pool of 64 buffers");

@@ -8,8 +8,9 @@
  * - asyncpool_acquire_wait without a timeout (no cache, and with caches
  *   on both sides, where the waiter's own retries go to the freelist
  *   past its cache): returns 0 with a lease once the child is killed,
- *   within 10 s (else the test reclaims to free it, and fails);
- * - asyncpool_wait_fd under epoll (10 s): readable once it is killed;
+ *   within the failure bound (else the test reclaims to free it, and
+ *   fails);
+ * - asyncpool_wait_fd under epoll (the bound): readable once it is killed;
  * - asyncpool_prep_wait with a linked timeout, as its man page says:
  *   the acquire after a completion gets a buffer;
  * - a cached asyncpool_acquire_bulk and asyncpool_acquire_tokens after
@@ -20,8 +21,11 @@
  *
  * Links the internal build to see the wait word: the child is killed
  * only once the waiter sleeps on it (until_asleep), so that the death
- * comes after its last look (no assertion depends on timing; 10 s is a
- * deadline, not a measure).
+ * comes after its last look.  No assertion depends on timing: the
+ * bound, LONG_S (30 s) scaled with the stress size as the watchdog is
+ * (tap_watchdog_bound(), tests/tap.h), is a generous failure bound for a
+ * wait that never ends, not a measure: a wait ends within one 50 ms
+ * slice of the death.
  */
 #include "config.h"
 
@@ -51,7 +55,8 @@
 #define N     8
 #define BS    64
 #define CACHE 4
-#define LONG_NS 10000000000ll
+#define LONG_S 30
+#define LONG_NS ((int64_t)tap_watchdog_bound(LONG_S) * 1000000000ll)
 
 struct victim {
 	struct asyncpool_shared *sp;
@@ -210,7 +215,8 @@ static void test_wait(bool cached)
 	until_asleep(v.pool);
 	victim_kill(&v);
 	joined = join_within(th);
-	ok(joined, "%s, no timeout: returns after the holder is killed (10 s at most)", what);
+	ok(joined, "%s, no timeout: returns after the holder is killed (within the %u s bound)", what,
+	   tap_watchdog_bound(LONG_S));
 	if (!joined) {
 		/* The explicit reclaim wakes it. */
 		(void)asyncpool_reclaim(v.pool);
@@ -250,8 +256,8 @@ static void test_wait_fd(void)
  * asyncpool_prep_wait armed as its man page says for a pool with
  * attachments, with a linked timeout: after each completion (a wake, or
  * -ECANCELED when the timeout fires) an acquire, which reclaims.  The
- * holder dies once the first wait is armed; 200 rounds of 50 ms are
- * the 10 s deadline.
+ * holder dies once the first wait is armed; LONG_NS / 50 ms rounds are
+ * the failure bound.
  */
 static void test_prep_wait(void)
 {
@@ -275,7 +281,7 @@ static void test_prep_wait(void)
 		io_uring_queue_exit(&ring);
 		return;
 	}
-	for (rounds = 0; rounds < 200 && rc == -ENOBUFS; rounds++) {
+	for (rounds = 0; rounds < LONG_NS / 50000000 && rc == -ENOBUFS; rounds++) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
 		struct io_uring_cqe *cqe;
 
@@ -338,7 +344,7 @@ static void test_explicit(void)
 int main(void)
 {
 	/* A wait that never ends is a failure, not a hang. */
-	alarm(120);
+	tap_watchdog(120);
 	plan(36);
 	test_wait(false);
 	test_wait(true);

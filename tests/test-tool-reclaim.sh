@@ -39,14 +39,18 @@ json_of() { # PID|- FIELD
 	fi | sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p"
 }
 # Start a holder of L leased and C cached buffers with its stdin on
-# descriptor FD of this shell, and wait (bounded) until it holds them.
+# descriptor FD of this shell, and wait until it holds them.  The wait
+# is bounded by a failure bound, not a measure: a holder is ready in
+# milliseconds, so one not ready after $ready_s s (60, or the tests'
+# watchdog bound $ASYNCPOOL_TEST_WATCHDOG) never will be.
+ready_s=${ASYNCPOOL_TEST_WATCHDOG:-60}
 start_holder() { # FD L C -> $pid
 	mkfifo "$tmp/in$1"
 	"$peer" - hold "$name" "$2" "$3" < "$tmp/in$1" > "$tmp/ready$1" &
 	pid=$!
 	eval "exec $1> \"\$tmp/in$1\""
 	i=0
-	while ! grep -q '^ready' "$tmp/ready$1" && [ $i -lt 2000 ]; do
+	while ! grep -q '^ready' "$tmp/ready$1" && [ $i -lt $((ready_s * 100)) ]; do
 		sleep 0.01
 		i=$((i + 1))
 	done

@@ -2,7 +2,12 @@
 /*
  * A recv ring that runs dry and refills: a multishot recv into a ring of
  * 4 buffers, 64 times as many bytes as the ring holds over TCP loopback,
- * leases released by a second thread after a small delay.  Whenever the
+ * leases released by a second thread.  The ring runs dry on every run,
+ * whatever the speeds: the releaser holds its first lease until the
+ * receiver has seen -ENOBUFS, which it must, since the leases it is
+ * handed then hold the whole ring while the sender has more to send.
+ * (After that a small delay makes the ring run dry more often; nothing
+ * counts on it.)  Whenever the
  * receive ends with -ENOBUFS the receiver waits for the ring to hold a
  * buffer again (asyncpool_region_wait, or IORING_OP_FUTEX_WAIT from
  * asyncpool_region_prep_wait, in turn) and re-arms: every byte arrives
@@ -11,6 +16,8 @@
  */
 #include "config.h"
 
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -26,11 +33,15 @@
 static int tx, rx;
 static struct ut_releaser rel;
 
-/* Slower than the sender: the ring runs dry. */
+static atomic_bool ran_dry;
+
+/* Not before the ring ran dry (above); then slower than the sender. */
 static void slow_release(struct asyncpool_lease *l)
 {
 	struct timespec delay = { 0, 200 * 1000 };
 
+	while (!atomic_load(&ran_dry))
+		sched_yield();
 	nanosleep(&delay, NULL);
 	asyncpool_lease_release(l);
 }
@@ -80,7 +91,7 @@ int main(void)
 	bool ring_wait = true;
 	int group, rc, prc;
 
-	alarm(120);     /* a guard against a hang, not a timed assertion */
+	tap_watchdog(120);     /* a guard against a hang, not a timed assertion */
 	ut_ring_init(&ring, 64);
 	r = ut_uring_region(&ring, &p, BS, NBUF, ASYNCPOOL_ACCESS_WRITE,
 			    "register WRITE: a ring of 4 buffers");
@@ -122,6 +133,7 @@ int main(void)
 			ut_hand_over(&rel, &l);
 		} else if (rc == 0) {
 			nobufs++;
+			atomic_store(&ran_dry, true);
 			if (asyncpool_region_recv_lease(r, cqe, &l) != -ENOBUFS ||
 			    asyncpool_lease_held(&l))
 				lease_not_nobufs++;

@@ -202,7 +202,7 @@ int main(void)
 	int tx, rx, rc;
 
 	/* A guard against a hang, not a timed assertion. */
-	alarm(120);
+	tap_watchdog(120);
 	ut_ring_init(&ring, 16);
 
 	/* create_uring arguments */

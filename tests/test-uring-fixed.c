@@ -42,7 +42,7 @@ int main(void)
 	int rc, fd, idx[28], n = 0, distinct = 1, good = 1;
 
 	/* A guard against a hang, not a timed assertion. */
-	alarm(120);
+	tap_watchdog(120);
 	ut_ring_init(&ring, 64);
 	is_int(asyncpool_proactor_create_uring(&ring, 0, &p), 0, "create_uring");
 

@@ -57,7 +57,7 @@ int main(void)
 			TOTAL = (size_t)n << 20;
 	}
 	/* A guard against a hang, not a timed assertion. */
-	alarm(120 + (unsigned)(TOTAL >> 20));
+	tap_watchdog(120 + (unsigned)(TOTAL >> 20));
 	ut_ring_init(&ring, 64);
 	r = ut_uring_region(&ring, &p, BS, NBUF, ASYNCPOOL_ACCESS_WRITE,
 			    "register WRITE: a ring of 8 buffers");

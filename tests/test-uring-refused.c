@@ -110,7 +110,7 @@ int main(void)
 	int rc;
 
 	/* A guard against a hang, not a timed assertion. */
-	alarm(120);
+	tap_watchdog(120);
 	ut_ring_init(&ring, 4);
 	io_uring_queue_exit(&ring);
 

@@ -52,7 +52,7 @@ int main(void)
 	unsigned queued = 0, chain = 0, notifs = 0, once = 1, short_sends = 0, no_notif = 0;
 
 	/* A guard against a hang, not a timed assertion. */
-	alarm(120);
+	tap_watchdog(120);
 	ut_ring_init(&ring, 64);
 	probe = io_uring_get_probe_ring(&ring);
 	if (!probe || !io_uring_opcode_supported(probe, IORING_OP_SEND_ZC))

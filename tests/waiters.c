@@ -62,7 +62,7 @@ void waiters_start(struct waiters *ws, struct asyncpool *pool, unsigned hold0, u
 		   unsigned long iterations)
 {
 	const unsigned hold[WAITERS] = { hold0, hold1, 1 };
-	const int64_t timeout[WAITERS] = { -1, WAITER_LONG_NS, WAITER_SHORT_NS };
+	const int64_t timeout[WAITERS] = { -1, waiter_long_ns(), WAITER_SHORT_NS };
 
 	memset(ws, 0, sizeof(*ws));
 	for (int i = 0; i < WAITERS; i++) {

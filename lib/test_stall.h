@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Stall points of the test-hook build (tests/libasyncpool-testhooks.la):
+ * a test sets ap_test_hook_stall and holds a thread at a named place, so
+ * that a race whose window is a few instructions wide happens on every
+ * run (tests/test-cache-double-release, tests/test-pool-cache).  Unlike
+ * the kill points of freelist.h (AP_TEST_AT), nobody dies here.  In the
+ * library itself they compile to nothing.
+ */
+#ifndef ASYNCPOOL_TEST_STALL_H
+#define ASYNCPOOL_TEST_STALL_H
+
+enum ap_test_stall {
+	AP_TS_CACHE_CLAIM,      /* a release into a cache checked the word, before its CAS */
+	AP_TS_RELEASE_CLAIM,    /* a release to the freelist checked the word, before its CAS */
+	AP_TS_FLUSH_WAITS,      /* a flusher waits for an owner inside its cache */
+	AP_TS_OWNER_INSIDE,     /* an owner entered its cache (a slow release) */
+};
+
+#ifdef ASYNCPOOL_TEST_HOOKS
+extern void (*ap_test_hook_stall)(enum ap_test_stall);
+#define AP_TEST_STALL(p) do { if (ap_test_hook_stall) ap_test_hook_stall(p); } while (0)
+#else
+#define AP_TEST_STALL(p) do { } while (0)
+#endif
+
+#endif /* ASYNCPOOL_TEST_STALL_H */

@@ -1,0 +1,233 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# make check-mutants: prove that the tests catch each invariant broken.
+#
+# Each tests/mutants/NAME.mutant is one small change to one file of lib/:
+# its exact original text (found exactly once in the file, or the mutant
+# is STALE), its replacement, and the tests that must catch it.  For each
+# mutant this script, in one configured scratch copy of the tree:
+#   applies it, rebuilds only the library, its test-hook build and the
+#   catching tests (make reuses every object file the change does not
+#   touch), runs the catching tests one by one, then reverts the file.
+# A mutant is caught when a catching test fails: a "not ok", a
+# "Bail out!" (its watchdog, tests/tap.h) or a non-zero exit.  A test
+# killed by the outer time limit is NOT caught: a hang that only that
+# limit ends would hang make check.  The script prints one TAP line per
+# mutant, then "N passed, N failed" (caught, survived or stale), and
+# exits 1 if any mutant survived, was stale or did not build.
+#
+# Usage: run.sh [NAME...]        (default: every mutant)
+# Environment:
+#   ASYNCPOOL_MUTANTS=ci         only the mutants marked "ci: yes"
+#   ASYNCPOOL_MUTANTS_SCRATCH    the scratch tree (default: mutants-scratch
+#                                in the build directory; kept between runs)
+#   ASYNCPOOL_TEST_WATCHDOG      the tests' watchdog, seconds (default 60)
+#   ASYNCPOOL_MUTANT_TIMEOUT     the outer limit per test, seconds (default
+#                                twice the watchdog)
+#   ASYNCPOOL_MUTANTS_JOBS       make -j (default 2)
+set -u
+LC_ALL=C
+# The whole script is one compound command, parsed before it runs: an
+# edit of this file during a run does not change the run.
+{
+export LC_ALL
+
+srcdir=$(cd "${top_srcdir:-$(dirname "$0")/../..}" && pwd)
+builddir=$(pwd)
+scratch=${ASYNCPOOL_MUTANTS_SCRATCH:-$builddir/mutants-scratch}
+jobs=${ASYNCPOOL_MUTANTS_JOBS:-2}
+export ASYNCPOOL_TEST_WATCHDOG=${ASYNCPOOL_TEST_WATCHDOG:-60}
+limit=${ASYNCPOOL_MUTANT_TIMEOUT:-$((2 * ASYNCPOOL_TEST_WATCHDOG))}
+export ASYNCPOOL_TEST_SHM_PREFIX="asyncpool-mutant-$$-"
+export top_srcdir=. top_builddir=.
+
+die() { echo "Bail out! $*"; exit 1; }
+command -v git > /dev/null || die "check-mutants copies the tree with git"
+command -v perl > /dev/null || die "check-mutants needs perl"
+command -v timeout > /dev/null && command -v setsid > /dev/null ||
+	die "check-mutants needs timeout(1) and setsid(1)"
+
+# The scratch tree: this tree's tracked and new files, copied with their
+# times (so that make rebuilds only what changed since the last run),
+# configured once.
+mkdir -p "$scratch" || die "cannot make $scratch"
+rm -rf "$scratch/tests/mutants"
+# A run killed while a mutant was applied left its file mutated: the copy
+# below restores it, with its old time, so mark it to be rebuilt.
+for o in "$scratch"/lib/*.mutant-orig; do
+	[ -e "$o" ] || continue
+	echo "lib/$(basename "$o" .mutant-orig)" >> "$scratch/.mutant-dirty"
+	rm -f "$o"
+done
+git -C "$srcdir" ls-files -co --exclude-standard -z |
+	(cd "$srcdir" && tar --null -T - -c) | tar -x -C "$scratch" ||
+	die "cannot copy the tree to $scratch"
+cd "$scratch" || die "cd $scratch"
+mdir=$scratch/tests/mutants
+# Files a run reverted but did not rebuild (it was interrupted): the copy
+# above gave them their old times back, so make them newer than their
+# objects.
+if [ -f .mutant-dirty ]; then
+	xargs -r touch < .mutant-dirty
+	rm -f .mutant-dirty
+fi
+if [ ! -f config.status ]; then
+	echo "# configuring the scratch tree $scratch"
+	{ ./bootstrap && ./configure -q; } > mutants-configure.log 2>&1 ||
+		die "configure failed: $scratch/mutants-configure.log"
+fi
+echo "# building the scratch tree"
+make -j"$jobs" > mutants-build.log 2>&1 &&
+	make -j"$jobs" check TESTS= >> mutants-build.log 2>&1 ||
+	die "the unmutated tree does not build: $scratch/mutants-build.log"
+
+# The mutants to run, read from the copy (edits to them during a run
+# do not change it).
+names=()
+if [ $# -gt 0 ]; then
+	names=("$@")
+else
+	for f in "$mdir"/*.mutant; do
+		n=$(basename "$f" .mutant)
+		if [ "${ASYNCPOOL_MUTANTS:-all}" = ci ] &&
+		   ! grep -qx 'ci: *yes' "$f"; then
+			continue
+		fi
+		names+=("$n")
+	done
+fi
+[ ${#names[@]} -gt 0 ] || die "no mutants in $mdir"
+
+# field NAME FILE: the value of "NAME: value" in the header of FILE.
+field() {
+	sed -n "/^--- original/q; s/^$1: *//p" "$2" | head -n 1
+}
+
+# text SECTION FILE: the lines of the section, exactly.
+text() {
+	awk -v want="$1" '
+		/^--- (original|replacement|end)$/ { sect = substr($0, 5); next }
+		sect == want { print }' "$2"
+}
+
+# run_test T LOG: 0 if test T failed (caught), 1 if it passed, 2 if only
+# the outer limit stopped it.  A test that has reported a failure ("not
+# ok" or "Bail out!") is stopped there: the rest of its run cannot undo
+# it, and a mutant often turns the rest into a long spin.
+run_test() {
+	local t=$1 log=$2 rc pid reported=
+	# its own session, so that its children go with it
+	case $t in
+	*.sh) (exec setsid timeout -k 5 "$limit" "${BASH:-bash}" "$t") > "$log" 2>&1 & ;;
+	*) (exec setsid timeout -k 5 "$limit" "./$t") > "$log" 2>&1 & ;;
+	esac
+	pid=$!
+	while kill -0 "$pid" 2> /dev/null; do
+		if grep -qE '^(not ok|Bail out!)' "$log"; then
+			reported=1
+			kill -TERM -- "-$pid" 2> /dev/null
+			break
+		fi
+		sleep 0.2
+	done
+	wait "$pid" 2> /dev/null       # (not "Segmentation fault" here: rc says it)
+	rc=$?
+	rm -f /dev/shm/"$ASYNCPOOL_TEST_SHM_PREFIX"* 2> /dev/null
+	[ -n "$reported" ] && return 0
+	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+		return 2
+	fi
+	if [ $rc -ne 0 ] || grep -qE '^(not ok|Bail out!)' "$log"; then
+		return 0
+	fi
+	return 1
+}
+
+cleanup() {
+	if [ -n "${cur_file:-}" ] && [ -f "$cur_file.mutant-orig" ]; then
+		mv -f "$cur_file.mutant-orig" "$cur_file"
+		touch "$cur_file"
+		echo "$cur_file" >> "$scratch/.mutant-dirty"
+	fi
+}
+trap 'cleanup; exit 130' INT TERM HUP
+
+echo "1..${#names[@]}"
+num=0 pass=0 fail=0 total_start=$(date +%s)
+for n in "${names[@]}"; do
+	num=$((num + 1))
+	m=$mdir/$n.mutant
+	start=$(date +%s)
+	if [ ! -f "$m" ]; then
+		echo "not ok $num - $n: no such mutant"; fail=$((fail + 1)); continue
+	fi
+	file=$(field file "$m")
+	tests=$(field tests "$m")
+	what=$(field invariant "$m")
+	text original "$m" > .mutant-original
+	text replacement "$m" > .mutant-replacement
+	if [ -z "$file" ] || [ -z "$tests" ] || [ ! -s .mutant-original ]; then
+		echo "not ok $num - $n: malformed (file:, tests:, --- original, --- replacement)"
+		fail=$((fail + 1)); continue
+	fi
+	found=$(perl -0777 -e '
+		open(F, "<", $ARGV[0]) or die; $o = <F>; close F;
+		open(F, "<", $ARGV[1]) or die; $s = <F>; close F;
+		$n = 0; $p = 0;
+		while (($p = index($s, $o, $p)) >= 0) { $n++; $p++; }
+		print $n;' .mutant-original "$file" 2> /dev/null)
+	if [ "$found" != 1 ]; then
+		echo "not ok $num - $n: STALE: its original text is in $file ${found:-0} times, not once"
+		fail=$((fail + 1)); continue
+	fi
+	cur_file=$file
+	cp -p "$file" "$file.mutant-orig"
+	perl -0777 -i -e '
+		open(F, "<", shift) or die; $o = <F>; close F;
+		open(F, "<", shift) or die; $r = <F>; close F;
+		$s = <>; $p = index($s, $o); substr($s, $p, length($o)) = $r; print $s;' \
+		.mutant-original .mutant-replacement "$file"
+	touch "$file"
+	verdict= by=
+	# shellcheck disable=SC2086
+	if ! make -j"$jobs" lib/libasyncpool.la tests/libasyncpool-testhooks.la \
+	     $(for t in $tests; do case $t in *.sh) ;; *) echo "$t" ;; esac; done) \
+	     > "mutants-$n.build.log" 2>&1; then
+		verdict="does not build (mutants-scratch/mutants-$n.build.log)"
+	else
+		hung=
+		for t in $tests; do
+			# (its stderr: no shell message for a crashed test)
+			run_test "$t" "mutants-$n.$(basename "$t").log" 2> /dev/null
+			case $? in
+			0) by=$t; break ;;
+			2) hung="$hung $t" ;;
+			esac
+		done
+		[ -n "$by" ] || verdict="survived${hung:+ (killed by the outer limit, no watchdog:$hung)}"
+	fi
+	mv -f "$file.mutant-orig" "$file"
+	touch "$file"
+	echo "$file" >> .mutant-dirty
+	cur_file=
+	secs=$(($(date +%s) - start))
+	if [ -n "$by" ]; then
+		echo "ok $num - $n: caught by $by (${secs} s): $what"
+		pass=$((pass + 1))
+	else
+		echo "not ok $num - $n: $verdict (${secs} s): $what"
+		fail=$((fail + 1))
+	fi
+done
+
+# Leave the scratch tree built as the sources are.
+echo "# rebuilding the scratch tree unmutated"
+if make -j"$jobs" lib/libasyncpool.la tests/libasyncpool-testhooks.la > /dev/null 2>&1; then
+	rm -f .mutant-dirty
+fi
+echo "# $((  $(date +%s) - total_start )) s for ${#names[@]} mutants"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
+exit
+}
