@@ -56,10 +56,19 @@ static const struct timespec *sleep_until(const struct asyncpool *pool,
  * at SIG_DFL or SIG_IGN runs no handler (a stop and continue restarts
  * the sleep in the kernel); nor do the signals of faults (SIGSEGV,
  * SIGBUS, SIGFPE, SIGILL, SIGTRAP), raised by an instruction, which a
- * sanitizer or a JIT handles.  Only on the slow path of an
- * interruption: about 65 sigaction(2) calls.
+ * sanitizer or a JIT handles.  About 65 sigaction(2) calls.
+ *
+ * Asked twice: before the first sleep of a wait, and after an
+ * interruption.  A one-shot handler (SA_RESETHAND) is reset to SIG_DFL
+ * as it is delivered, so after the interruption the handler that ran
+ * may be gone: without SA_RESTART before, the wait would go on (an
+ * infinite one for ever).  So the wait goes on only if every handler
+ * had SA_RESTART before the sleep and has it after.  Not a snapshot of
+ * the instant of delivery, which the kernel does not give: a handler
+ * another thread installs or removes during the wait can still be
+ * missed, and then the wait goes on as it would have without it.
  */
-static bool restart_after_signal(void)
+static bool handlers_restart(void)
 {
 	sigset_t blocked;
 
@@ -88,7 +97,7 @@ AP_EXPORT int asyncpool_acquire_wait(struct asyncpool *pool, struct asyncpool_le
 	struct ap_pool_head *line;
 	struct timespec deadline, slice;
 	bool interrupted = false;
-	int rc;
+	int rc, restart = -1;   /* handlers_restart() before the first sleep */
 
 	if (!out)
 		return -EINVAL;
@@ -124,9 +133,11 @@ AP_EXPORT int asyncpool_acquire_wait(struct asyncpool *pool, struct asyncpool_le
 			rc = -ETIMEDOUT;
 			break;
 		}
+		if (restart < 0)
+			restart = handlers_restart();
 		if (ap_futex_wait(&line->wait, v,
 				  sleep_until(pool, timeout_ns > 0 ? &deadline : NULL, &slice),
-				  pool->fl.shared) == -EINTR && !restart_after_signal())
+				  pool->fl.shared) == -EINTR && !(restart && handlers_restart()))
 			interrupted = true;     /* one more look, then -EINTR */
 	}
 	ap_cache_wait_end(pool);
