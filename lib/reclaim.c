@@ -244,7 +244,7 @@ int ap_reclaim(struct asyncpool *pool)
 		return 0;               /* another process is reclaiming */
 	}
 	now = now_ns();
-	q = (uint64_t)pool->quarantine_ms * 1000000u;
+	q = (uint64_t)atomic_load_explicit(&pool->quarantine_ms, memory_order_relaxed) * 1000000u;
 #ifdef ASYNCPOOL_TEST_HOOKS
 	if (ap_test_hook_reclaim_now)
 		ap_test_hook_reclaim_now();
@@ -415,6 +415,6 @@ AP_EXPORT int asyncpool_set_quarantine(struct asyncpool *pool, uint32_t ms)
 		return -EINVAL;
 	if (pool->lock_fd < 0)
 		return -EOPNOTSUPP;
-	pool->quarantine_ms = ms;
+	atomic_store_explicit(&pool->quarantine_ms, ms, memory_order_relaxed);
 	return 0;
 }
