@@ -96,6 +96,10 @@ static bool reclaimer_alive(const struct asyncpool *pool, uint64_t v)
 			return false;
 		at = AP_LOCK_BASE + who - 1;
 	}
+	/* A borrowed description (attach.c) sees its own locks as free:
+	 * cannot tell, do not take it over. */
+	if (pool->lock_borrowed)
+		return true;
 	if (ap_lock_byte(pool->lock_fd, F_OFD_GETLK, F_WRLCK, at, &fl))
 		return true;            /* cannot tell: do not take it over */
 	return fl.l_type == F_WRLCK;
@@ -127,7 +131,9 @@ static int reclaimer_take(struct asyncpool *pool, uint64_t *mine)
 							    memory_order_relaxed))
 			return 0;
 	}
-	if (noslot)
+	/* A borrowed description shares the lock with the reclaimer that
+	 * may hold it: not ours to drop. */
+	if (noslot && !pool->lock_borrowed)
 		(void)ap_lock_byte(pool->lock_fd, F_OFD_SETLK, F_UNLCK, AP_LOCK_RECLAIM, NULL);
 	return -EBUSY;
 }
