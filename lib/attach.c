@@ -42,29 +42,38 @@ struct ap_attach *ap_attach_rec(const struct asyncpool *pool, uint32_t slot)
  * cannot be opened again: then the description we were given, which
  * works but is shared with whoever sent it, so that our attachment
  * looks alive while the sender keeps its copy (reclaim waits; it never
- * takes a live holder's buffers).
+ * takes a live holder's buffers).  *borrowed then says so: that
+ * description may hold the locks of other attachments too (another
+ * handle of ours, another process it was sent to), and it never
+ * conflicts with its own locks, so a test of their liveness through it
+ * would find them free and take the living for dead (ap_attach_alive).
  */
-static int reopen(int fd)
+static int reopen(int fd, bool *borrowed)
 {
 	char path[64];
 	int lfd;
 
+	*borrowed = false;
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	lfd = open(path, O_RDWR | O_CLOEXEC);
-	if (lfd < 0 && errno == EACCES)
+	if (lfd < 0 && errno == EACCES) {
 		lfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		*borrowed = true;
+	}
 	return lfd < 0 ? -errno : lfd;
 }
 
 int ap_attach(struct asyncpool *pool, int fd)
 {
+	bool borrowed;
 	int lfd, rc;
 
 	if (!pool->shared || fd < 0)
 		return 0;
-	lfd = reopen(fd);
+	lfd = reopen(fd, &borrowed);
 	if (lfd < 0)
 		return lfd;
+	pool->lock_borrowed = borrowed;
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint32_t s = 0; s < AP_ATTACH_SLOTS; s++) {
 			struct ap_attach *a = ap_attach_rec(pool, s);
@@ -77,7 +86,11 @@ int ap_attach(struct asyncpool *pool, int fd)
 			if (!atomic_compare_exchange_strong_explicit(
 				    &a->life, &life, AP_ATT_MAKE(AP_ATT_LIVE, AP_ATT_EPOCH(life) + 1),
 				    memory_order_acq_rel, memory_order_relaxed)) {
-				(void)ap_lock_byte(lfd, F_OFD_SETLK, F_UNLCK, AP_LOCK_BASE + s, NULL);
+				/* A borrowed description took the lock for
+				 * whoever won (it shares it): not ours to drop. */
+				if (!borrowed)
+					(void)ap_lock_byte(lfd, F_OFD_SETLK, F_UNLCK,
+							   AP_LOCK_BASE + s, NULL);
 				continue;
 			}
 			/* A step left busy by a process that died outside a pop. */
@@ -150,5 +163,11 @@ int ap_attach_alive(const struct asyncpool *pool, uint32_t slot)
 	if (pool->lock_fd >= 0 && slot == pool->slot)
 		return AP_ATT_STATE(atomic_load_explicit(&a->life, memory_order_acquire)) ==
 		       AP_ATT_LIVE;
+	/* Through a borrowed description a lock of that description looks
+	 * free: cannot tell, so a LIVE record is taken as alive (reclaim
+	 * leaves it to a handle with a description of its own). */
+	if (pool->lock_borrowed &&
+	    AP_ATT_STATE(atomic_load_explicit(&a->life, memory_order_acquire)) == AP_ATT_LIVE)
+		return -EOPNOTSUPP;
 	return ap_attach_live(a, pool->lock_fd, slot);
 }

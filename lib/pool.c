@@ -93,7 +93,7 @@ void ap_pool_bind(struct asyncpool *pool, void *mem, struct asyncpool_region *r)
 	pool->release_fn = ap_pool_recycle;
 	pool->storage = mem;
 	pool->lock_fd = -1;
-	pool->quarantine_ms = ASYNCPOOL_QUARANTINE_MS;
+	atomic_init(&pool->quarantine_ms, ASYNCPOOL_QUARANTINE_MS);
 }
 
 /* The kernel owns the buffers of a recv-only region: no pool over them. */

@@ -43,7 +43,12 @@ struct asyncpool {
 	/* Crash safety (attach.c, reclaim.c): shared pools with a file. */
 	int                      lock_fd;       /* our own open file description, or -1 */
 	uint32_t                 slot;          /* our attachment, if lock_fd >= 0 */
-	uint32_t                 quarantine_ms;
+	/* lock_fd is the description we were sent, not our own (attach.c,
+	 * reopen): F_OFD_GETLK through it sees no lock of that description,
+	 * whoever holds it, so no liveness test through it says "dead". */
+	bool                     lock_borrowed;
+	/* Set by any thread while another reclaims (the wait fd's, say). */
+	_Atomic uint32_t         quarantine_ms;
 	_Atomic uint64_t         reclaim_after; /* no automatic reclaim before (coarse ns) */
 	_Atomic bool             reclaiming;    /* a thread of this handle is in ap_reclaim */
 	struct ap_depot         *depot;         /* a local pool's, with caches (pool_depot.c) */

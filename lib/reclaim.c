@@ -96,6 +96,10 @@ static bool reclaimer_alive(const struct asyncpool *pool, uint64_t v)
 			return false;
 		at = AP_LOCK_BASE + who - 1;
 	}
+	/* A borrowed description (attach.c) sees its own locks as free:
+	 * cannot tell, do not take it over. */
+	if (pool->lock_borrowed)
+		return true;
 	if (ap_lock_byte(pool->lock_fd, F_OFD_GETLK, F_WRLCK, at, &fl))
 		return true;            /* cannot tell: do not take it over */
 	return fl.l_type == F_WRLCK;
@@ -127,7 +131,9 @@ static int reclaimer_take(struct asyncpool *pool, uint64_t *mine)
 							    memory_order_relaxed))
 			return 0;
 	}
-	if (noslot)
+	/* A borrowed description shares the lock with the reclaimer that
+	 * may hold it: not ours to drop. */
+	if (noslot && !pool->lock_borrowed)
 		(void)ap_lock_byte(pool->lock_fd, F_OFD_SETLK, F_UNLCK, AP_LOCK_RECLAIM, NULL);
 	return -EBUSY;
 }
@@ -244,7 +250,7 @@ int ap_reclaim(struct asyncpool *pool)
 		return 0;               /* another process is reclaiming */
 	}
 	now = now_ns();
-	q = (uint64_t)pool->quarantine_ms * 1000000u;
+	q = (uint64_t)atomic_load_explicit(&pool->quarantine_ms, memory_order_relaxed) * 1000000u;
 #ifdef ASYNCPOOL_TEST_HOOKS
 	if (ap_test_hook_reclaim_now)
 		ap_test_hook_reclaim_now();
@@ -415,6 +421,6 @@ AP_EXPORT int asyncpool_set_quarantine(struct asyncpool *pool, uint32_t ms)
 		return -EINVAL;
 	if (pool->lock_fd < 0)
 		return -EOPNOTSUPP;
-	pool->quarantine_ms = ms;
+	atomic_store_explicit(&pool->quarantine_ms, ms, memory_order_relaxed);
 	return 0;
 }

@@ -10,6 +10,10 @@
  *     byte and on the reclaim byte: the dead holder is still reclaimed;
  *     a read-only fd of a memfd cannot be reopened read-write by another
  *     user, and a read-write fd still attaches there;
+ *     two handles of that user, which cannot reopen the file and so lock
+ *     through the one description they were sent, do not take each
+ *     other for dead (a description never conflicts with its own
+ *     locks: F_OFD_GETLK through it said the other's lock was free);
  *  6. a handle closed with a lease out right after a reclaim read its
  *     clock (a test hook): the lease waits out the quarantine;
  *  7. an open that finds every attachment record taken reclaims before
@@ -314,6 +318,66 @@ static void other_user(void)
 	   r.rc[2], r.rc[3]);
 }
 
+/*
+ * 3b. Two handles of another user, on the one read-write description it
+ * was sent (it cannot open the memfd again, mode 0600): the second's
+ * reclaims must not take the first, alive, for dead.  Through a shared
+ * description every lock of it looks free, so they did: the open of the
+ * second marked the first DEAD, and with a quarantine of 0 its reclaim
+ * took the first's lease (returned 1, every buffer free) while it was
+ * held.
+ */
+static void borrowed_description(void)
+{
+	struct report r = { 0 };
+	int fd, st;
+	pid_t pid;
+
+	if (geteuid() != 0) {
+		skip(4, "not root: cannot become another user");
+		return;
+	}
+	pid = run_child(&fd);
+	if (pid == 0) {
+		int rw = asyncpool_shared_fd(sp);
+		struct asyncpool_shared *v1, *v2;
+		struct asyncpool_lease l;
+
+		alarm(10);
+		if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
+		    setresuid(65534, 65534, 65534)) {
+			r.rc[0] = 1;    /* a container that maps no other uid */
+			child_report(fd, &r);
+		}
+		prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+		if (asyncpool_shared_open_fd(rw, &v1) ||
+		    asyncpool_acquire(asyncpool_shared_pool(v1), &l) ||
+		    asyncpool_shared_open_fd(rw, &v2) ||
+		    asyncpool_set_quarantine(asyncpool_shared_pool(v2), 0))
+			_exit(2);
+		r.rc[1] = asyncpool_reclaim(asyncpool_shared_pool(v2));
+		r.n[0] = asyncpool_available(asyncpool_shared_pool(v2));
+		asyncpool_lease_release(&l);
+		r.n[1] = asyncpool_available(asyncpool_shared_pool(v1));
+		r.rc[2] = asyncpool_check(asyncpool_shared_pool(v1));
+		asyncpool_shared_close(v2);
+		asyncpool_shared_close(v1);
+		child_report(fd, &r);
+	}
+	st = collect(pid, fd, &r);
+	is_int(st, 0, "one description, two handles: exited 0");
+	if (r.rc[0] == 1) {
+		skip(3, "cannot become uid 65534 here");
+		return;
+	}
+	is_int(r.rc[1], 0, "one description, two handles: the second's reclaim takes nothing "
+	       "of the first, alive");
+	ok(r.n[0] == N - 1 && r.n[1] == N, "one description, two handles: its lease stays out "
+	   "(%llu free of %d) until it releases it (%llu)", (unsigned long long)r.n[0], N,
+	   (unsigned long long)r.n[1]);
+	is_int(r.rc[2], 0, "one description, two handles: consistent");
+}
+
 /* 6. dead_since later than the reclaimer's clock. */
 static struct asyncpool_shared *closing;
 
@@ -406,7 +470,7 @@ int main(void)
 {
 	struct asyncpool_shared_options o;
 
-	plan(7 + 6 + 8 + 4 + 3 + 5);
+	plan(7 + 6 + 8 + 4 + 4 + 3 + 5);
 	shared_options(&o, BS, N);
 	if (asyncpool_shared_create(&o, &sp))
 		bail_out("shared_create");
@@ -417,6 +481,7 @@ int main(void)
 	busy_steps();
 	read_locks();
 	other_user();
+	borrowed_description();
 	quarantine_race();
 	attach_reclaim_kill();
 	asyncpool_shared_close(sp);

@@ -526,6 +526,28 @@ static void victim(int fd, long iterations)
 
 /* ---- the parent ---- */
 
+/*
+ * The call the victim has been in for longer than its timeout + GRACE,
+ * or C_NONE.  The start is read before the clock: read after it, a
+ * begin() in between made now - start wrap to a huge unsigned value, a
+ * hang reported in a victim that had just started a call (found under
+ * ASan, where it came in 5 rounds of 6).  And only from a call that held
+ * still across the reads: begin() writes timeout, start and call in that
+ * order, end() clears call, so the same start before and after the
+ * other reads, with a call in between, is one call's.
+ */
+static int overdue(void)
+{
+	uint64_t s = atomic_load(&W->start), t, n;
+	int c = atomic_load(&W->call);
+
+	t = atomic_load(&W->timeout);
+	n = now_ns();
+	if (c == C_NONE || atomic_load(&W->start) != s || atomic_load(&W->call) != c || n < s)
+		return C_NONE;
+	return n - s > t + GRACE ? c : C_NONE;
+}
+
 static const char *const focuses[] = {
 	"attachments", "steps", "buffer words", "head, depth, reclaimer word", "lock bytes",
 	"everything",
@@ -562,12 +584,11 @@ int main(void)
 		/* The watchdog. */
 		for (;;) {
 			pid_t w = waitpid(vi, &st, WNOHANG);
-			int c = atomic_load(&W->call);
+			int c;
 
 			if (w == vi)
 				break;
-			if (c != C_NONE &&
-			    now_ns() - atomic_load(&W->start) > atomic_load(&W->timeout) + GRACE) {
+			if ((c = overdue()) != C_NONE) {
 				hung = c;
 				kill(vi, SIGKILL);
 				waitpid(vi, &st, 0);
