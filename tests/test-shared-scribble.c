@@ -13,7 +13,8 @@
  *
  * A watchdog in the parent reads, through shared memory, which call the
  * victim is in and since when: a call that runs longer than its own
- * timeout + 1 s is a hang (the victim is killed, the test fails).  The
+ * timeout + 1 s (20 s in a sanitizer build) is a hang (the victim is
+ * killed, the test fails).  The
  * victim must exit 0 (no crash; the sanitizer builds stop at the first
  * report) and every lease it gets must lie inside the pool's buffers.
  *
@@ -45,7 +46,20 @@
 #define N      32
 #define BS     64
 #define HELD   64                       /* leases the victim keeps at most */
-#define GRACE  1000000000ull            /* 1 s beyond a call's own timeout */
+/*
+ * 1 s beyond a call's own timeout: the bound of issue 21.  A sanitizer
+ * build slows every atomic 5 to 20 times, and a call that gives up on a
+ * list a peer rewrites without end makes AP_MAX_RETRIES attempts (0.2 s
+ * plain): there the bound is 20 s, which still tells a bounded call from
+ * a loop without end.
+ */
+static uint64_t grace_ns(void)
+{
+	const char *san = getenv("ASYNCPOOL_SANITIZER_CFLAGS");
+
+	return san && *san ? 20000000000ull : 1000000000ull;
+}
+#define GRACE grace_ns()
 
 enum call {
 	C_NONE, C_ACQUIRE, C_RELEASE, C_BULK, C_RELEASE_BULK, C_TOKENS, C_RELEASE_TOKENS,
