@@ -455,53 +455,82 @@ static int64_t zc_now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The clock at which timeout_ns from now is up; INT64_MAX: never. */
+static int64_t zc_deadline(int64_t timeout_ns)
+{
+	int64_t now = zc_now_ns();
+
+	if (timeout_ns < 0 || timeout_ns > INT64_MAX - now)
+		return INT64_MAX;
+	return now + timeout_ns;
+}
+
 AP_EXPORT int asyncpool_zc_wait(struct asyncpool_zc *zs, int64_t timeout_ns)
 {
+	int64_t end, left;
 	struct pollfd pfd;
+	uint64_t seen;
 	int rc, ms;
 
 	if (!zs)
 		return -EINVAL;
 	if (!zs->st.pending)
 		return 0;
+	end = zc_deadline(timeout_ns);
 	rc = asyncpool_zc_reap(zs);
 	if (rc)
 		return rc;
-	/* POLLERR: the error queue holds something (or the socket has an error). */
-	pfd.fd = zs->fd;
-	pfd.events = 0;
-	ms = timeout_ns < 0 ? -1 :
-	     timeout_ns / 1000000 >= INT_MAX ? INT_MAX : (int)((timeout_ns + 999999) / 1000000);
-	do
-		rc = poll(&pfd, 1, ms);
-	while (rc < 0 && errno == EINTR);
-	if (rc < 0)
-		return -errno;
-	if (rc == 0)
-		return -ETIMEDOUT;
-	rc = asyncpool_zc_reap(zs);
-	if (rc == 0 && (pfd.revents & POLLERR)) {
-		/* A socket error (a reset) keeps POLLERR up with nothing to
-		 * read: do not spin on it. */
-		struct timespec ts = { 0, 1000000 };
+	for (;;) {
+		left = end == INT64_MAX ? -1 : end - zc_now_ns();
+		if (left < 0 && end != INT64_MAX)
+			left = 0;
+		/* POLLERR: the error queue holds something (or the socket has an error). */
+		pfd.fd = zs->fd;
+		pfd.events = 0;
+		pfd.revents = 0;
+		ms = left < 0 ? -1 :
+		     left / 1000000 >= INT_MAX ? INT_MAX : (int)((left + 999999) / 1000000);
+		do
+			rc = poll(&pfd, 1, ms);
+		while (rc < 0 && errno == EINTR);
+		if (rc < 0)
+			return -errno;
+		if (rc == 0)
+			return -ETIMEDOUT;
+		seen = zs->st.notifications + zs->st.other;
+		rc = asyncpool_zc_reap(zs);
+		if (rc || zs->st.notifications + zs->st.other != seen || !zs->st.pending)
+			return rc;
+		/*
+		 * Nothing was queued: poll(2) answered for a condition that
+		 * stays up, a socket error (a reset: POLLERR) or a socket shut
+		 * down both ways (POLLHUP), and would answer again at once.
+		 * Sleep a millisecond at a time, until the time is up, so that
+		 * neither this call nor a loop around it spins.
+		 */
+		if (end != INT64_MAX && zc_now_ns() >= end)
+			return -ETIMEDOUT;
+		{
+			struct timespec ts = { 0, 1000000 };
 
-		nanosleep(&ts, NULL);
+			nanosleep(&ts, NULL);
+		}
 	}
-	return rc;
 }
 
 AP_EXPORT int asyncpool_zc_close(struct asyncpool_zc *zs, int64_t timeout_ns)
 {
-	int64_t end = timeout_ns < 0 ? 0 : zc_now_ns() + timeout_ns;
+	int64_t end;
 	int rc;
 
 	if (!zs)
 		return -EINVAL;
+	end = zc_deadline(timeout_ns);
 	asyncpool_zc_reap(zs);
 	while (zs->st.pending) {
 		int64_t left = -1;
 
-		if (timeout_ns >= 0) {
+		if (end != INT64_MAX) {
 			left = end - zc_now_ns();
 			if (left <= 0)
 				return -EBUSY;

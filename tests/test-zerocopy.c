@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <asyncpool.h>
@@ -31,6 +32,10 @@
 
 #define BUF (64u * 1024)
 #define NBUF 32u
+
+#ifndef SO_ZEROCOPY
+#define SO_ZEROCOPY 60
+#endif
 
 static struct asyncpool_zc_options zc_opts(uint32_t flags)
 {
@@ -527,6 +532,62 @@ static void test_enobufs(struct asyncpool *pool)
 	       "ENOBUFS (RLIMIT_MEMLOCK 0): reaped, tried again, copied; the lease back");
 }
 
+/* Fill the socket: zero-copy sends with MSG_DONTWAIT until the peer's
+ * window and our send buffer are full; the sends stay in flight. */
+static void fill_socket(struct asyncpool_zc *zs, struct asyncpool *pool)
+{
+	for (;;) {
+		struct asyncpool_lease l;
+		int rc;
+
+		if (asyncpool_acquire(pool, &l))
+			return;
+		rc = asyncpool_zc_send(zs, &l, 0, BUF, MSG_DONTWAIT, 0);
+		if (rc != (int)BUF) {
+			asyncpool_zc_release(zs, &l);
+			return;
+		}
+	}
+}
+
+static void drain(int fd)
+{
+	char tmp[BUF];
+
+	while (read(fd, tmp, sizeof(tmp)) > 0)
+		;
+}
+
+/* Both ends shut down for writing: the socket reports POLLHUP at once,
+ * whatever it waits for.  Sends in flight that do not complete must make
+ * asyncpool_zc_wait() wait its time and answer -ETIMEDOUT, not 0 at once
+ * (a close loop around it would spin). */
+static void test_wait_hup(struct asyncpool *pool)
+{
+	struct asyncpool_zc_options o = zc_opts(ASYNCPOOL_ZC_NO_FALLBACK);
+	struct asyncpool_zc *zs;
+	int a, b;
+
+	if (tcp_loopback_pair(&a, &b))
+		bail_out("tcp_loopback_pair");
+	is_int(asyncpool_zc_open(a, &o, &zs), 0, "hup: open");
+	fill_socket(zs, pool);
+	/* What was delivered is acknowledged: those completions first. */
+	while (asyncpool_zc_wait(zs, 100 * 1000000) >= 0)
+		;
+	shutdown(b, SHUT_WR);
+	shutdown(a, SHUT_WR);
+	ok(zc_stats(zs).pending > 0, "hup: sends in flight, the peer reads nothing");
+	is_int(asyncpool_zc_wait(zs, 50 * 1000000), -ETIMEDOUT,
+	       "hup: wait with POLLHUP up and nothing complete: -ETIMEDOUT");
+	is_int(asyncpool_zc_close(zs, 0), -EBUSY, "hup: close with no time: -EBUSY");
+	drain(b);
+	is_int(asyncpool_zc_close(zs, -1), 0, "hup: the peer read all: close");
+	is_int(asyncpool_available(pool), NBUF, "hup: every lease back");
+	close(a);
+	close(b);
+}
+
 int main(void)
 {
 	struct asyncpool_backend_info bi;
@@ -566,6 +627,7 @@ int main(void)
 	else
 		skip(1, "no SO_ZEROCOPY on UDP here: Linux 5.0 or later");
 	test_enobufs(pool);
+	test_wait_hup(pool);
 
 	is_int(asyncpool_available(rxpool), 8, "the receive pool is full too");
 	asyncpool_destroy(rxpool);
