@@ -584,7 +584,9 @@ AP_EXPORT int asyncpool_zc_recv(struct asyncpool *pool, int fd, int msg_flags,
 
 	if (out)
 		memset(out, 0, sizeof(*out));
-	if (!pool || fd < 0 || !out || (msg_flags & (MSG_ERRQUEUE | MSG_PEEK)))
+	/* MSG_TRUNC makes recv(2) answer a datagram's whole length (or
+	 * discard stream bytes): more than the buffer holds, or nothing in it. */
+	if (!pool || fd < 0 || !out || (msg_flags & (MSG_ERRQUEUE | MSG_PEEK | MSG_TRUNC)))
 		return -EINVAL;
 	rc = asyncpool_acquire(pool, out);
 	if (rc)

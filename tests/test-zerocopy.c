@@ -588,6 +588,40 @@ static void test_wait_hup(struct asyncpool *pool)
 	close(b);
 }
 
+/* recv(2) with MSG_TRUNC answers a datagram's whole length, more than the
+ * buffer holds: refused, rather than a span beyond the buffer. */
+static void test_recv_trunc(void)
+{
+	struct asyncpool *small = make_pool(mp, 4096, 2, 0);
+	struct sockaddr_in sin;
+	socklen_t sl = sizeof(sin);
+	struct asyncpool_lease l;
+	static char dgram[8192];
+	int u, v;
+
+	u = socket(AF_INET, SOCK_DGRAM, 0);
+	v = socket(AF_INET, SOCK_DGRAM, 0);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (u < 0 || v < 0 || bind(v, (struct sockaddr *)&sin, sizeof(sin)) ||
+	    getsockname(v, (struct sockaddr *)&sin, &sl) ||
+	    sendto(u, dgram, sizeof(dgram), 0, (struct sockaddr *)&sin, sizeof(sin)) !=
+	    (ssize_t)sizeof(dgram))
+		bail_out("udp");
+	is_int(asyncpool_zc_recv(small, v, MSG_TRUNC | MSG_DONTWAIT, &l), -EINVAL,
+	       "recv: MSG_TRUNC: -EINVAL");
+	ok(!asyncpool_lease_held(&l) && asyncpool_available(small) == 2,
+	   "recv: MSG_TRUNC: no lease taken");
+	is_int(asyncpool_zc_recv(small, v, MSG_DONTWAIT, &l), 4096,
+	       "recv: the datagram is still there, truncated to the buffer");
+	ok(l.span.length == 4096, "recv: the span is the buffer's length");
+	asyncpool_lease_release(&l);
+	asyncpool_destroy(small);
+	close(u);
+	close(v);
+}
+
 int main(void)
 {
 	struct asyncpool_backend_info bi;
@@ -628,6 +662,7 @@ int main(void)
 		skip(1, "no SO_ZEROCOPY on UDP here: Linux 5.0 or later");
 	test_enobufs(pool);
 	test_wait_hup(pool);
+	test_recv_trunc();
 
 	is_int(asyncpool_available(rxpool), 8, "the receive pool is full too");
 	asyncpool_destroy(rxpool);
