@@ -293,6 +293,7 @@ AP_EXPORT int asyncpool_zc_reap(struct asyncpool_zc *zs)
 		} ctl;
 		struct msghdr msg;
 		struct cmsghdr *cm;
+		bool zc;
 
 		memset(&msg, 0, sizeof(msg));
 		msg.msg_control = ctl.buf;
@@ -304,23 +305,30 @@ AP_EXPORT int asyncpool_zc_reap(struct asyncpool_zc *zs)
 				break;
 			return released ? released : -errno;
 		}
+		/*
+		 * One message, one sock_extended_err (IP_RECVERR, or
+		 * IPV6_RECVERR on an AF_INET6 socket, v4-mapped peers too);
+		 * other control messages may come with it (SO_TIMESTAMP on a
+		 * notification): the message is "other" only when it has no
+		 * completion.
+		 */
+		zc = false;
 		for (cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
 			struct sock_extended_err ee;
 
 			if (!((cm->cmsg_level == SOL_IP && cm->cmsg_type == IP_RECVERR) ||
 			      (cm->cmsg_level == SOL_IPV6 && cm->cmsg_type == IPV6_RECVERR)) ||
-			    cm->cmsg_len < CMSG_LEN(sizeof(ee))) {
-				zs->st.other++;
+			    cm->cmsg_len < CMSG_LEN(sizeof(ee)))
 				continue;
-			}
 			memcpy(&ee, CMSG_DATA(cm), sizeof(ee));
-			if (ee.ee_origin != SO_EE_ORIGIN_ZEROCOPY || ee.ee_errno != 0) {
-				zs->st.other++;
+			if (ee.ee_origin != SO_EE_ORIGIN_ZEROCOPY || ee.ee_errno != 0)
 				continue;
-			}
+			zc = true;
 			released += ap_zc_complete(zs, ee.ee_info, ee.ee_data,
 						   ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED);
 		}
+		if (!zc)
+			zs->st.other++;
 	}
 	return released;
 }

@@ -622,6 +622,37 @@ static void test_recv_trunc(void)
 	close(v);
 }
 
+/* A notification with a timestamp (SO_TIMESTAMP) is one completion, not
+ * an "other" message as well. */
+static void test_other_counts_messages(struct asyncpool *pool)
+{
+	struct asyncpool_zc_options o = zc_opts(ASYNCPOOL_ZC_NO_FALLBACK);
+	struct asyncpool_zc_stats st;
+	struct asyncpool_lease l;
+	struct asyncpool_zc *zs;
+	int a, b, one = 1;
+
+	if (tcp_loopback_pair(&a, &b))
+		bail_out("tcp_loopback_pair");
+	if (setsockopt(a, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof(one)))
+		bail_out("SO_TIMESTAMP");
+	is_int(asyncpool_zc_open(a, &o, &zs), 0, "timestamps: open");
+	if (asyncpool_acquire(pool, &l))
+		bail_out("acquire");
+	is_int(asyncpool_zc_send(zs, &l, 0, 4096, 0, 0), 4096, "timestamps: send");
+	while (zc_stats(zs).pending)
+		if (asyncpool_zc_wait(zs, -1) < 0)
+			bail_out("wait");
+	st = zc_stats(zs);
+	ok(st.completions == 1 && st.other == 0,
+	   "timestamps: one completion, no other message (completions %llu, other %llu)",
+	   (unsigned long long)st.completions, (unsigned long long)st.other);
+	is_int(asyncpool_zc_close(zs, -1), 0, "timestamps: close");
+	is_int(asyncpool_available(pool), NBUF, "timestamps: the lease back");
+	close(a);
+	close(b);
+}
+
 int main(void)
 {
 	struct asyncpool_backend_info bi;
@@ -663,6 +694,7 @@ int main(void)
 	test_enobufs(pool);
 	test_wait_hup(pool);
 	test_recv_trunc();
+	test_other_counts_messages(pool);
 
 	is_int(asyncpool_available(rxpool), 8, "the receive pool is full too");
 	asyncpool_destroy(rxpool);
