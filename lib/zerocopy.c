@@ -98,14 +98,6 @@ AP_EXPORT int asyncpool_zc_open(int fd, const struct asyncpool_zc_options *opts,
 		return -errno;
 	if (type != SOCK_STREAM && type != SOCK_DGRAM)
 		return -EOPNOTSUPP;
-	if (!(o.flags & ASYNCPOOL_ZC_COPY) &&
-	    setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one))) {
-		rc = errno;
-		/* ENOPROTOOPT: before 4.14; EOPNOTSUPP: not TCP, or UDP before 5.0. */
-		if (rc == ENOPROTOOPT || rc == AP_KERNEL_ENOTSUPP || rc == EOPNOTSUPP)
-			return -EOPNOTSUPP;
-		return -rc;     /* EBUSY: 4.14 takes it only before connect() */
-	}
 	zs = calloc(1, sizeof(*zs));
 	if (!zs)
 		return -ENOMEM;
@@ -118,8 +110,17 @@ AP_EXPORT int asyncpool_zc_open(int fd, const struct asyncpool_zc_options *opts,
 	 * on it even after the caller closed theirs (asyncpool_zc_close(3)).
 	 */
 	zs->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-	if (!zs->ring || !zs->recs || zs->fd < 0) {
-		rc = zs->fd < 0 ? -errno : -ENOMEM;
+	rc = zs->fd < 0 ? -errno : !zs->ring || !zs->recs ? -ENOMEM : 0;
+	/* Last, so that a failure before leaves the socket as it was. */
+	if (!rc && !(o.flags & ASYNCPOOL_ZC_COPY) &&
+	    setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one))) {
+		rc = -errno;
+		/* ENOPROTOOPT: before 4.14; EOPNOTSUPP: not TCP, or UDP before 5.0. */
+		if (rc == -ENOPROTOOPT || rc == -AP_KERNEL_ENOTSUPP || rc == -EOPNOTSUPP)
+			rc = -EOPNOTSUPP;
+		/* else EBUSY: 4.14 takes it only before connect() */
+	}
+	if (rc) {
 		if (zs->fd >= 0)
 			close(zs->fd);
 		free(zs->ring);

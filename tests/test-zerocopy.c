@@ -653,6 +653,41 @@ static void test_other_counts_messages(struct asyncpool *pool)
 	close(b);
 }
 
+/* A failed open leaves the socket as it was: SO_ZEROCOPY not set when no
+ * descriptor is left for the backend's reference (EMFILE). */
+static void test_open_emfile(void)
+{
+	pid_t pid;
+	int a, b, st;
+
+	if (tcp_loopback_pair(&a, &b))
+		bail_out("tcp_loopback_pair");
+	pid = fork();
+	if (pid == 0) {
+		struct rlimit rl = { 64, 64 };
+		struct asyncpool_zc *zs;
+		socklen_t len = sizeof(int);
+		int v = -1, rc;
+
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			_exit(10);
+		while (dup(0) >= 0)
+			;
+		rc = asyncpool_zc_open(a, NULL, &zs);
+		if (rc != -EMFILE)
+			_exit(11);
+		if (getsockopt(a, SOL_SOCKET, SO_ZEROCOPY, &v, &len))
+			_exit(12);
+		_exit(v == 0 ? 0 : 13);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		bail_out("fork");
+	is_int(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0,
+	       "open: -EMFILE, and SO_ZEROCOPY left unset on the socket");
+	close(a);
+	close(b);
+}
+
 int main(void)
 {
 	struct asyncpool_backend_info bi;
@@ -695,6 +730,7 @@ int main(void)
 	test_wait_hup(pool);
 	test_recv_trunc();
 	test_other_counts_messages(pool);
+	test_open_emfile();
 
 	is_int(asyncpool_available(rxpool), 8, "the receive pool is full too");
 	asyncpool_destroy(rxpool);
