@@ -134,6 +134,7 @@ AP_EXPORT int asyncpool_zc_open(int fd, const struct asyncpool_zc_options *opts,
 	zs->flags = o.flags;
 	zs->fallback_after = o.fallback_after ? o.fallback_after : ASYNCPOOL_ZC_FALLBACK_AFTER;
 	zs->zerocopy = !(o.flags & ASYNCPOOL_ZC_COPY);
+	zs->dgram = type == SOCK_DGRAM;
 	*out = zs;
 	return 0;
 }
@@ -236,9 +237,21 @@ int ap_zc_complete(struct asyncpool_zc *zs, uint32_t lo, uint32_t hi, bool copie
 	zs->st.notifications++;
 	/* Only numbers the kernel gave our sends, in order: a range that
 	 * names another is counted and left alone. */
-	if (a >= out || b >= out || a > b) {
+	if (a >= out || a > b) {
 		zs->st.bad_ranges++;
 		return 0;
+	}
+	/*
+	 * Up to lost numbers past ours are those of UDP sends that failed
+	 * after the kernel numbered them (zc_maybe_numbered()); the socket
+	 * copies since, so they follow all of ours, and the kernel may
+	 * coalesce their range with our last: complete ours, count the range.
+	 */
+	if (b >= out) {
+		zs->st.bad_ranges++;
+		if (b - out >= zs->lost)
+			return 0;
+		b = out - 1;
 	}
 	for (uint32_t s = a;; s++) {
 		uint32_t *slot = &zs->ring[(zs->tail + s) & (zs->cap - 1)];
@@ -334,6 +347,44 @@ AP_EXPORT int asyncpool_zc_reap(struct asyncpool_zc *zs)
 	return released;
 }
 
+/*
+ * Whether a MSG_ZEROCOPY send that failed with err may have taken a
+ * sequence number all the same.  TCP never: it returns what it queued,
+ * or fails having queued nothing and gives the number back.  UDP gives
+ * it back when the datagram cannot be built (the errors below), but an
+ * error of the IP layer after it was built and numbered comes back too:
+ * a full device queue (ENOBUFS, to a socket with IP_RECVERR or
+ * IPV6_RECVERR: udp_send_skb()), a netfilter or BPF drop (EPERM), a
+ * neighbour that cannot be made (EINVAL); the datagram is freed and its
+ * completion comes, for a number our count does not have.
+ */
+static bool zc_maybe_numbered(const struct asyncpool_zc *zs, int err)
+{
+	int on = 0;
+	socklen_t len = sizeof(on);
+
+	if (!zs->dgram)
+		return false;
+	switch (err) {
+	case -EAGAIN:
+	case -EMSGSIZE:
+	case -EDESTADDRREQ:
+	case -ENOTCONN:
+	case -EFAULT:
+		return false;
+	case -ENOBUFS:
+		/* Without IP_RECVERR the IP layer's ENOBUFS is a success;
+		 * this one is the notification's or the pinning's. */
+		if (!getsockopt(zs->fd, SOL_IP, IP_RECVERR, &on, &len) && on)
+			return true;
+		on = 0;
+		len = sizeof(on);
+		return !getsockopt(zs->fd, SOL_IPV6, IPV6_RECVERR, &on, &len) && on;
+	default:
+		return true;
+	}
+}
+
 static ssize_t send_once(struct asyncpool_zc *zs, const void *p, size_t len, int msg_flags,
 			 bool zc)
 {
@@ -378,6 +429,8 @@ AP_EXPORT int asyncpool_zc_send(struct asyncpool_zc *zs, struct asyncpool_lease 
 			goto fail;
 	}
 	n = send_once(zs, (char *)asyncpool_span_ptr(lease->span) + offset, length, msg_flags, zc);
+	if (n < 0 && zc && zc_maybe_numbered(zs, (int)n))
+		goto lost;
 	if (n == -ENOBUFS && zc) {
 		/*
 		 * The socket's optmem (a notification per send not yet read,
@@ -391,6 +444,8 @@ AP_EXPORT int asyncpool_zc_send(struct asyncpool_zc *zs, struct asyncpool_lease 
 		asyncpool_zc_reap(zs);
 		n = send_once(zs, (char *)asyncpool_span_ptr(lease->span) + offset, length,
 			      msg_flags, true);
+		if (n < 0 && n != -ENOBUFS && zc_maybe_numbered(zs, (int)n))
+			goto lost;
 		if (n == -ENOBUFS) {
 			zs->st.enobufs++;
 			if (zs->st.pending) {
@@ -428,6 +483,20 @@ AP_EXPORT int asyncpool_zc_send(struct asyncpool_zc *zs, struct asyncpool_lease 
 			rec_release(zs, r);
 	}
 	return (int)n;
+lost:
+	/*
+	 * Our count may be behind the kernel's for good: the numbers of the
+	 * sends made so far are right, no later one could be.  This socket
+	 * copies from now on; ranges that name the lost numbers, past ours,
+	 * are counted (ap_zc_complete()).
+	 */
+	if (n == -ENOBUFS)
+		zs->st.enobufs++;
+	zs->zerocopy = false;
+	zs->fell_back = true;
+	zs->lost++;
+	zs->st.failed++;
+	rc = (int)n;
 fail:
 	/* The lease stays the caller's; a record with nothing in flight goes. */
 	if (fresh)

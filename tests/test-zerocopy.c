@@ -17,6 +17,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -688,6 +692,126 @@ static void test_open_emfile(void)
 	close(b);
 }
 
+/*
+ * A UDP datagram dropped after the kernel built it (and gave it a
+ * sequence number): a full device queue (tun, no qdisc) answers ENOBUFS to a
+ * socket with IP_RECVERR (a netfilter or BPF drop would answer EPERM), yet the number
+ * is taken and its completion comes.  A tun device nobody reads, in a
+ * network namespace of our own, is the full queue.  Every lease must come
+ * back all the same, none before the kernel is done with it.
+ */
+static int udp_dropped_child(struct asyncpool *pool)
+{
+	struct asyncpool_zc_options o = zc_opts(ASYNCPOOL_ZC_NO_FALLBACK);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(9) };
+	struct asyncpool_zc_stats st;
+	struct asyncpool_zc *zs;
+	struct ifreq ifr;
+	char pkt[2048];
+	int t, c, u, one = 1, rc = 0, i;
+
+	if (unshare(CLONE_NEWNET))
+		return 77;
+	t = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (t < 0)
+		return 77;
+	memset(&ifr, 0, sizeof(ifr));
+	ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+	strcpy(ifr.ifr_name, "apzc0");
+	c = socket(AF_INET, SOCK_DGRAM, 0);
+	if (ioctl(t, TUNSETIFF, &ifr) || c < 0)
+		return 77;
+	sa.sin_addr.s_addr = htonl(0x0a4d0001);        /* 10.77.0.1/24 */
+	memcpy(&ifr.ifr_addr, &sa, sizeof(sa));
+	if (ioctl(c, SIOCSIFADDR, &ifr))
+		return 20;
+	sa.sin_addr.s_addr = htonl(0xffffff00);
+	memcpy(&ifr.ifr_netmask, &sa, sizeof(sa));
+	if (ioctl(c, SIOCSIFNETMASK, &ifr))
+		return 21;
+	ifr.ifr_qlen = 8;                               /* the queue: 8 datagrams */
+	if (ioctl(c, SIOCSIFTXQLEN, &ifr))
+		return 22;
+	if (ioctl(c, SIOCGIFFLAGS, &ifr))
+		return 23;
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(c, SIOCSIFFLAGS, &ifr))
+		return 24;
+	/* No qdisc: the device's drop comes back to the sender (ENOBUFS). */
+	if (system("tc qdisc replace dev apzc0 root noqueue >/dev/null 2>&1"))
+		return 77;
+	u = socket(AF_INET, SOCK_DGRAM, 0);
+	sa.sin_addr.s_addr = htonl(0x0a4d0002);
+	if (u < 0 || connect(u, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    setsockopt(u, SOL_IP, IP_RECVERR, &one, sizeof(one)))
+		return 25;
+	if (asyncpool_zc_open(u, &o, &zs))
+		return 26;
+	/* Fill the device's queue until it drops. */
+	for (i = 0; i < 64; i++) {
+		struct asyncpool_lease l;
+
+		if (asyncpool_acquire(pool, &l))
+			return 27;
+		rc = asyncpool_zc_send(zs, &l, 0, 1000, 0, 0);
+		if (rc != 1000) {
+			asyncpool_zc_release(zs, &l);
+			break;
+		}
+	}
+	if (rc != -ENOBUFS)
+		return 28;
+	/* The device sends what it queued; three datagrams more; sent too. */
+	while (read(t, pkt, sizeof(pkt)) > 0)
+		;
+	for (i = 0; i < 3; i++) {
+		struct asyncpool_lease l;
+
+		while (asyncpool_acquire(pool, &l))
+			if (asyncpool_zc_wait(zs, 1000000000) < 0)
+				return 29;
+		rc = asyncpool_zc_send(zs, &l, 0, 1000, 0, 0);
+		if (rc != 1000)
+			return 30;
+	}
+	while (read(t, pkt, sizeof(pkt)) > 0)
+		;
+	rc = asyncpool_zc_close(zs, 2000000000);
+	if (rc) {
+		st = zc_stats(zs);
+		diag("close: %d; %llu sends, %llu pending, %llu completions in %llu ranges, "
+		     "%llu bad ranges, %llu ENOBUFS, %u leases out", rc,
+		     (unsigned long long)st.sends, (unsigned long long)st.pending,
+		     (unsigned long long)st.completions, (unsigned long long)st.notifications,
+		     (unsigned long long)st.bad_ranges, (unsigned long long)st.enobufs,
+		     st.leases_out);
+		return 33;
+	}
+	if (asyncpool_available(pool) != NBUF)
+		return 34;
+	return 0;
+}
+
+static void test_udp_dropped(struct asyncpool *pool)
+{
+	pid_t pid;
+	int st;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0)
+		_exit(udp_dropped_child(pool));
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		bail_out("fork");
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+		skip(1, "no network namespace, tun device or tc(8) here");
+		return;
+	}
+	is_int(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0,
+	       "udp, a datagram dropped after it was numbered (ENOBUFS, IP_RECVERR): "
+	       "every lease back, close 0");
+}
+
 int main(void)
 {
 	struct asyncpool_backend_info bi;
@@ -731,6 +855,8 @@ int main(void)
 	test_recv_trunc();
 	test_other_counts_messages(pool);
 	test_open_emfile();
+	if (bi.backends & ASYNCPOOL_BACKEND_ZEROCOPY_UDP)
+		test_udp_dropped(pool);
 
 	is_int(asyncpool_available(rxpool), 8, "the receive pool is full too");
 	asyncpool_destroy(rxpool);
