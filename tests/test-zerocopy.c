@@ -62,42 +62,11 @@ static struct asyncpool_zc_stats zc_stats(struct asyncpool_zc *zs)
 	return st;
 }
 
-/* A reader of one stream: asyncpool_zc_recv() into leases, every byte checked. */
-struct reader {
-	pthread_t tid;
-	struct asyncpool *pool;
-	int fd;
-	size_t got, bad;
-	unsigned long leases;
-	int err;
-};
-
-static void *reader_run(void *arg)
-{
-	struct reader *r = arg;
-
-	for (;;) {
-		struct asyncpool_lease l;
-		int n = asyncpool_zc_recv(r->pool, r->fd, 0, &l);
-
-		if (n == -ENOBUFS)
-			continue;       /* cannot happen: one lease at a time */
-		if (n <= 0) {
-			r->err = n;
-			return NULL;
-		}
-		r->bad += pattern_check(asyncpool_span_ptr(l.span), r->got, l.span.length);
-		r->got += l.span.length;
-		r->leases++;
-		asyncpool_lease_release(&l);
-	}
-}
-
 /*
  * Send bytes of pattern over zs from pool: whole leases, every eighth
  * one in two halves kept (ASYNCPOOL_ZC_KEEP) and then handed over with
- * asyncpool_zc_release(); short sends go on from where they stopped.
- * 0 or -errno.
+ * asyncpool_zc_release(); short sends go on from where they stopped
+ * (tools/net.c).  0 or -errno.
  */
 static int send_stream(struct asyncpool_zc *zs, struct asyncpool *pool, size_t bytes)
 {
@@ -106,39 +75,27 @@ static int send_stream(struct asyncpool_zc *zs, struct asyncpool *pool, size_t b
 
 	while (pos < bytes) {
 		struct asyncpool_lease l;
-		size_t len = bytes - pos < BUF ? bytes - pos : BUF, off = 0;
-		int rc = asyncpool_acquire(pool, &l);
+		size_t len = bytes - pos < BUF ? bytes - pos : BUF;
+		int rc = zc_acquire(zs, pool, &l);
 
-		if (rc == -ENOBUFS) {
-			rc = asyncpool_zc_wait(zs, -1);
-			if (rc < 0)
-				return rc;
-			continue;
-		}
 		if (rc)
 			return rc;
 		pattern_fill(asyncpool_span_ptr(l.span), pos, len);
 		if (++k % 8 == 0) {
-			while (off < len) {
-				size_t part = off < len / 2 ? len / 2 - off : len - off;
-
-				rc = asyncpool_zc_send(zs, &l, off, part, 0, ASYNCPOOL_ZC_KEEP);
-				if (rc < 0)
-					return rc;
-				off += (size_t)rc;
-			}
+			rc = zc_send_span(zs, &l, 0, len / 2, ASYNCPOOL_ZC_KEEP);
+			if (!rc)
+				rc = zc_send_span(zs, &l, len / 2, len - len / 2, ASYNCPOOL_ZC_KEEP);
+			if (rc)
+				return rc;
 			if (!asyncpool_lease_held(&l))
 				return -EPROTO;
 			rc = asyncpool_zc_release(zs, &l);
 			if (rc)
 				return rc;
 		} else {
-			while (off < len) {
-				rc = asyncpool_zc_send(zs, &l, off, len - off, 0, 0);
-				if (rc < 0)
-					return rc;
-				off += (size_t)rc;
-			}
+			rc = zc_send_span(zs, &l, 0, len, 0);
+			if (rc)
+				return rc;
 		}
 		if (asyncpool_lease_held(&l))
 			return -EPROTO;
@@ -230,7 +187,8 @@ static void test_tcp(struct asyncpool *pool, struct asyncpool *rxpool, uint32_t 
 	struct asyncpool_zc_options o = zc_opts(flags);
 	struct asyncpool_zc_stats st;
 	struct asyncpool_zc *zs;
-	struct reader r;
+	struct zc_reader r;
+	pthread_t tid;
 	int a, b, rc;
 
 	if (tcp_loopback_pair(&a, &b))
@@ -239,11 +197,11 @@ static void test_tcp(struct asyncpool *pool, struct asyncpool *rxpool, uint32_t 
 	memset(&r, 0, sizeof(r));
 	r.pool = rxpool;
 	r.fd = b;
-	pthread_create(&r.tid, NULL, reader_run, &r);
+	pthread_create(&tid, NULL, zc_reader_run, &r);
 	rc = send_stream(zs, pool, bytes);
 	is_int(rc, 0, "%s: %zu MiB sent", what, bytes >> 20);
 	shutdown(a, SHUT_WR);
-	pthread_join(r.tid, NULL);
+	pthread_join(tid, NULL);
 	ok(r.err == 0 && r.got == bytes && r.bad == 0,
 	   "%s: every byte received and right (%zu of %zu, %zu wrong, in %lu leases)", what,
 	   r.got, bytes, r.bad, r.leases);
@@ -390,7 +348,8 @@ static void test_fallback_stats(struct asyncpool *pool, struct asyncpool *rxpool
 	struct asyncpool_zc_options o = zc_opts(0);
 	struct asyncpool_zc_stats st;
 	struct asyncpool_zc *zs;
-	struct reader r;
+	struct zc_reader r;
+	pthread_t tid;
 	int a, b;
 
 	o.fallback_after = 8;
@@ -401,10 +360,10 @@ static void test_fallback_stats(struct asyncpool *pool, struct asyncpool *rxpool
 	memset(&r, 0, sizeof(r));
 	r.pool = rxpool;
 	r.fd = b;
-	pthread_create(&r.tid, NULL, reader_run, &r);
+	pthread_create(&tid, NULL, zc_reader_run, &r);
 	send_stream(zs, pool, 4u << 20);
 	shutdown(a, SHUT_WR);
-	pthread_join(r.tid, NULL);
+	pthread_join(tid, NULL);
 	while (zc_stats(zs).pending && asyncpool_zc_wait(zs, -1) >= 0)
 		;
 	st = zc_stats(zs);
