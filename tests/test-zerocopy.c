@@ -551,6 +551,28 @@ static void test_wait_hup(struct asyncpool *pool)
 	close(b);
 }
 
+/* A peer that never reads: the backend's reference keeps the connection
+ * open whatever the caller closes; connect(2) with AF_UNSPEC resets it
+ * (tcp_disconnect() purges the queue), as asyncpool_zc_close(3) says. */
+static void test_disconnect(struct asyncpool *pool)
+{
+	struct asyncpool_zc_options o = zc_opts(ASYNCPOOL_ZC_NO_FALLBACK);
+	struct sockaddr sa = { .sa_family = AF_UNSPEC };
+	struct asyncpool_zc *zs;
+	int a, b;
+
+	if (tcp_loopback_pair(&a, &b))
+		bail_out("tcp_loopback_pair");
+	is_int(asyncpool_zc_open(a, &o, &zs), 0, "disconnect: open");
+	fill_socket(zs, pool);
+	ok(zc_stats(zs).pending > 0, "disconnect: sends in flight, the peer reads nothing");
+	is_int(connect(a, &sa, sizeof(sa)), 0, "disconnect: connect(AF_UNSPEC)");
+	close(a);
+	is_int(asyncpool_zc_close(zs, 10ll * 1000000000), 0, "disconnect: the sends complete: close");
+	is_int(asyncpool_available(pool), NBUF, "disconnect: every lease back");
+	close(b);
+}
+
 /* recv(2) with MSG_TRUNC answers a datagram's whole length, more than the
  * buffer holds: refused, rather than a span beyond the buffer. */
 static void test_recv_trunc(void)
@@ -811,6 +833,7 @@ int main(void)
 		skip(1, "no SO_ZEROCOPY on UDP here: Linux 5.0 or later");
 	test_enobufs(pool);
 	test_wait_hup(pool);
+	test_disconnect(pool);
 	test_recv_trunc();
 	test_other_counts_messages(pool);
 	test_open_emfile();
