@@ -573,6 +573,48 @@ static void test_disconnect(struct asyncpool *pool)
 	close(b);
 }
 
+/* IPv6: the completions come as IPV6_RECVERR at SOL_IPV6. */
+static void test_ipv6(struct asyncpool *pool)
+{
+	struct asyncpool_zc_options o = zc_opts(ASYNCPOOL_ZC_NO_FALLBACK);
+	struct sockaddr_in6 sa = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	socklen_t sl = sizeof(sa);
+	struct asyncpool_zc_stats st;
+	struct asyncpool_lease l;
+	struct asyncpool_zc *zs;
+	char tmp[4096];
+	int lfd, a, b;
+
+	lfd = socket(AF_INET6, SOCK_STREAM, 0);
+	a = socket(AF_INET6, SOCK_STREAM, 0);
+	if (lfd < 0 || a < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 1) ||
+	    getsockname(lfd, (struct sockaddr *)&sa, &sl) ||
+	    connect(a, (struct sockaddr *)&sa, sizeof(sa))) {
+		skip(1, "no IPv6 loopback here");
+		if (lfd >= 0)
+			close(lfd);
+		if (a >= 0)
+			close(a);
+		return;
+	}
+	b = accept(lfd, NULL, NULL);
+	close(lfd);
+	is_int(asyncpool_zc_open(a, &o, &zs), 0, "ipv6: open");
+	if (asyncpool_acquire(pool, &l))
+		bail_out("acquire");
+	is_int(asyncpool_zc_send(zs, &l, 0, 4096, 0, 0), 4096, "ipv6: send");
+	is_int((int)read(b, tmp, sizeof(tmp)), 4096, "ipv6: received");
+	while (zc_stats(zs).pending && asyncpool_zc_wait(zs, 5ll * 1000000000) >= 0)
+		;
+	st = zc_stats(zs);
+	ok(st.completions == 1 && st.other == 0 && st.bad_ranges == 0,
+	   "ipv6: one completion, nothing else");
+	is_int(asyncpool_zc_close(zs, 1000000000), 0, "ipv6: close");
+	is_int(asyncpool_available(pool), NBUF, "ipv6: the lease back");
+	close(a);
+	close(b);
+}
+
 /* recv(2) with MSG_TRUNC answers a datagram's whole length, more than the
  * buffer holds: refused, rather than a span beyond the buffer. */
 static void test_recv_trunc(void)
@@ -834,6 +876,7 @@ int main(void)
 	test_enobufs(pool);
 	test_wait_hup(pool);
 	test_disconnect(pool);
+	test_ipv6(pool);
 	test_recv_trunc();
 	test_other_counts_messages(pool);
 	test_open_emfile();
