@@ -299,6 +299,14 @@ AP_EXPORT int asyncpool_zc_reap(struct asyncpool_zc *zs)
 
 	if (!zs)
 		return -EINVAL;
+	/*
+	 * A socket that never sends with MSG_ZEROCOPY has no completions,
+	 * and its error queue is the caller's.  It may not even have one:
+	 * recvmsg(2) of a Unix socket ignores MSG_ERRQUEUE and reads data
+	 * (0 bytes of a stream, for ever; a datagram, lost).
+	 */
+	if (zs->flags & ASYNCPOOL_ZC_COPY)
+		return 0;
 	for (;;) {
 		union {
 			char buf[CMSG_SPACE(sizeof(struct sock_extended_err) +

@@ -615,6 +615,54 @@ static void test_ipv6(struct asyncpool *pool)
 	close(b);
 }
 
+/*
+ * ASYNCPOOL_ZC_COPY on a Unix socket: recvmsg(2) there knows no
+ * MSG_ERRQUEUE and reads the data instead: a stream gave 0 bytes for ever
+ * (a reap that never ended), datagrams were eaten.  A socket that never
+ * sends with MSG_ZEROCOPY has nothing to reap.
+ */
+static int copy_unix_child(int type)
+{
+	struct asyncpool_zc_options o = zc_opts(ASYNCPOOL_ZC_COPY);
+	struct asyncpool_zc *zs;
+	char c = 0;
+	int sv[2];
+
+	alarm(10);
+	if (socketpair(AF_UNIX, type, 0, sv) || write(sv[1], "x", 1) != 1)
+		return 10;
+	if (asyncpool_zc_open(sv[0], &o, &zs))
+		return 11;
+	if (asyncpool_zc_reap(zs) != 0)
+		return 12;
+	if (asyncpool_zc_close(zs, 0) != 0)
+		return 13;
+	if (recv(sv[0], &c, 1, MSG_DONTWAIT) != 1 || c != 'x')
+		return 14;
+	return 0;
+}
+
+static void test_copy_unix(void)
+{
+	static const int types[] = { SOCK_STREAM, SOCK_DGRAM };
+
+	for (unsigned i = 0; i < 2; i++) {
+		pid_t pid;
+		int st;
+
+		fflush(stdout);
+		pid = fork();
+		if (pid == 0)
+			_exit(copy_unix_child(types[i]));
+		if (pid < 0 || waitpid(pid, &st, 0) != pid)
+			bail_out("fork");
+		ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		   "COPY on a Unix %s socket: reap and close return, the data is still there "
+		   "(exit %d, signal %d)", i ? "datagram" : "stream",
+		   WIFEXITED(st) ? WEXITSTATUS(st) : -1, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	}
+}
+
 /* recv(2) with MSG_TRUNC answers a datagram's whole length, more than the
  * buffer holds: refused, rather than a span beyond the buffer. */
 static void test_recv_trunc(void)
@@ -883,6 +931,7 @@ int main(void)
 	test_wait_hup(pool);
 	test_disconnect(pool);
 	test_ipv6(pool);
+	test_copy_unix();
 	test_recv_trunc();
 	test_other_counts_messages(pool);
 	test_open_emfile();
