@@ -75,7 +75,7 @@ AP_EXPORT int asyncpool_zc_open(int fd, const struct asyncpool_zc_options *opts,
 {
 	struct asyncpool_zc_options o;
 	struct asyncpool_zc *zs;
-	int type, one = 1, rc;
+	int type, domain, one = 1, rc;
 	socklen_t len = sizeof(type);
 
 	if (out)
@@ -97,6 +97,16 @@ AP_EXPORT int asyncpool_zc_open(int fd, const struct asyncpool_zc_options *opts,
 	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len))
 		return -errno;
 	if (type != SOCK_STREAM && type != SOCK_DGRAM)
+		return -EOPNOTSUPP;
+	/*
+	 * The kernel takes SO_ZEROCOPY on more than TCP and UDP (vsock,
+	 * Linux 6.7, reports on SOL_VSOCK): completions we would not read,
+	 * leases that would never come back.  IP sockets only.
+	 */
+	len = sizeof(domain);
+	if (!(o.flags & ASYNCPOOL_ZC_COPY) &&
+	    (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) ||
+	     (domain != AF_INET && domain != AF_INET6)))
 		return -EOPNOTSUPP;
 	zs = calloc(1, sizeof(*zs));
 	if (!zs)

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/if_tun.h>
+#include <linux/vm_sockets.h>
 #include <net/if.h>
 #include <sched.h>
 #include <sys/ioctl.h>
@@ -123,6 +124,14 @@ static void test_args(struct asyncpool *pool)
 	u = socket(AF_UNIX, SOCK_STREAM, 0);
 	is_int(asyncpool_zc_open(u, NULL, &zs), -EOPNOTSUPP, "open: a Unix socket: -EOPNOTSUPP");
 	close(u);
+	/* vsock takes SO_ZEROCOPY (Linux 6.7) but reports on SOL_VSOCK. */
+	u = socket(AF_VSOCK, SOCK_STREAM, 0);
+	if (u >= 0) {
+		is_int(asyncpool_zc_open(u, NULL, &zs), -EOPNOTSUPP, "open: a vsock socket: -EOPNOTSUPP");
+		close(u);
+	} else {
+		skip(1, "no AF_VSOCK here");
+	}
 	if (tcp_loopback_pair(&a, &b))
 		bail_out("tcp_loopback_pair");
 	o.flags = 1u << 7;
