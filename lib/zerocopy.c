@@ -170,6 +170,17 @@ static void rec_release(struct asyncpool_zc *zs, uint32_t r)
 	rec_free(zs, r);
 }
 
+/* Handed over: ours until the kernel is done with it. */
+static void rec_hand_over(struct asyncpool_zc *zs, struct asyncpool_lease *lease, uint32_t r)
+{
+	lease->release.fn = NULL;
+	zs->recs[r].held = false;
+	zs->nheld--;
+	zs->leases_out++;
+	if (!zs->recs[r].pending)
+		rec_release(zs, r);
+}
+
 static bool same_lease(const struct asyncpool_lease *a, const struct asyncpool_lease *b)
 {
 	return a->span.region == b->span.region && a->buffer_index == b->buffer_index &&
@@ -491,15 +502,8 @@ AP_EXPORT int asyncpool_zc_send(struct asyncpool_zc *zs, struct asyncpool_lease 
 	} else {
 		zs->st.copy_sends++;
 	}
-	if ((size_t)n == length && !(flags & ASYNCPOOL_ZC_KEEP)) {
-		/* Handed over: ours until the kernel is done with it. */
-		lease->release.fn = NULL;
-		zs->recs[r].held = false;
-		zs->nheld--;
-		zs->leases_out++;
-		if (!zs->recs[r].pending)
-			rec_release(zs, r);
-	}
+	if ((size_t)n == length && !(flags & ASYNCPOOL_ZC_KEEP))
+		rec_hand_over(zs, lease, r);
 	return (int)n;
 lost:
 	/*
@@ -534,12 +538,7 @@ AP_EXPORT int asyncpool_zc_release(struct asyncpool_zc *zs, struct asyncpool_lea
 		asyncpool_lease_release(lease);
 		return 0;
 	}
-	lease->release.fn = NULL;
-	zs->recs[r].held = false;
-	zs->nheld--;
-	zs->leases_out++;
-	if (!zs->recs[r].pending)
-		rec_release(zs, r);
+	rec_hand_over(zs, lease, r);
 	return 0;
 }
 
