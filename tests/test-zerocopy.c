@@ -250,7 +250,7 @@ static void test_after_close(struct asyncpool *pool)
 	struct asyncpool_zc_stats st;
 	struct asyncpool_zc *zs;
 	size_t sent = 0, got = 0, bad = 0;
-	int a, b, small = 32 * 1024, rc;
+	int a, b, small = 32 * 1024;
 	unsigned char *buf = malloc(BUF);
 
 	if (!buf || tcp_loopback_pair(&a, &b))
@@ -259,22 +259,7 @@ static void test_after_close(struct asyncpool *pool)
 	setsockopt(b, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
 	is_int(asyncpool_zc_open(a, &o, &zs), 0, "after close: open");
 	/* 4 KiB sends, each a sequence number, until the socket is full. */
-	for (rc = 1; rc > 0;) {
-		struct asyncpool_lease l;
-
-		if (asyncpool_acquire(pool, &l))
-			break;
-		pattern_fill(asyncpool_span_ptr(l.span), sent, BUF);
-		for (size_t off = 0; off < BUF; off += (size_t)rc) {
-			rc = asyncpool_zc_send(zs, &l, off, BUF - off < 4096 ? BUF - off : 4096,
-					       MSG_DONTWAIT, ASYNCPOOL_ZC_KEEP);
-			if (rc <= 0)
-				break;
-			sent += (size_t)rc;
-		}
-		/* Kept, then handed over: what did not go stays unsent. */
-		asyncpool_zc_release(zs, &l);
-	}
+	sent = zc_fill_kept(zs, pool, BUF);
 	st = zc_stats(zs);
 	ok(sent > 0 && st.pending > 0 && st.leases_out > 0,
 	   "after close: %zu bytes sent, %llu sends pending, %u leases out", sent,
@@ -504,24 +489,6 @@ static void test_enobufs(struct asyncpool *pool)
 	       "ENOBUFS (RLIMIT_MEMLOCK 0): reaped, tried again, copied; the lease back");
 }
 
-/* Fill the socket: zero-copy sends with MSG_DONTWAIT until the peer's
- * window and our send buffer are full; the sends stay in flight. */
-static void fill_socket(struct asyncpool_zc *zs, struct asyncpool *pool)
-{
-	for (;;) {
-		struct asyncpool_lease l;
-		int rc;
-
-		if (asyncpool_acquire(pool, &l))
-			return;
-		rc = asyncpool_zc_send(zs, &l, 0, BUF, MSG_DONTWAIT, 0);
-		if (rc != (int)BUF) {
-			asyncpool_zc_release(zs, &l);
-			return;
-		}
-	}
-}
-
 static void drain(int fd)
 {
 	char tmp[BUF];
@@ -543,7 +510,7 @@ static void test_wait_hup(struct asyncpool *pool)
 	if (tcp_loopback_pair(&a, &b))
 		bail_out("tcp_loopback_pair");
 	is_int(asyncpool_zc_open(a, &o, &zs), 0, "hup: open");
-	fill_socket(zs, pool);
+	zc_fill_kept(zs, pool, BUF);
 	/* What was delivered is acknowledged: those completions first. */
 	while (asyncpool_zc_wait(zs, 100 * 1000000) >= 0)
 		;
@@ -573,7 +540,7 @@ static void test_disconnect(struct asyncpool *pool)
 	if (tcp_loopback_pair(&a, &b))
 		bail_out("tcp_loopback_pair");
 	is_int(asyncpool_zc_open(a, &o, &zs), 0, "disconnect: open");
-	fill_socket(zs, pool);
+	zc_fill_kept(zs, pool, BUF);
 	ok(zc_stats(zs).pending > 0, "disconnect: sends in flight, the peer reads nothing");
 	is_int(connect(a, &sa, sizeof(sa)), 0, "disconnect: connect(AF_UNSPEC)");
 	close(a);

@@ -106,3 +106,27 @@ void *zc_reader_run(void *arg)
 		}
 	}
 }
+
+size_t zc_fill_kept(struct asyncpool_zc *zs, struct asyncpool *pool, size_t size)
+{
+	size_t sent = 0;
+	int rc = 1;
+
+	while (rc > 0) {
+		struct asyncpool_lease l;
+
+		if (asyncpool_acquire(pool, &l))
+			break;
+		pattern_fill(asyncpool_span_ptr(l.span), sent, size);
+		for (size_t off = 0; off < size; off += (size_t)rc) {
+			rc = asyncpool_zc_send(zs, &l, off, size - off < 4096 ? size - off : 4096,
+					       MSG_DONTWAIT, ASYNCPOOL_ZC_KEEP);
+			if (rc <= 0)
+				break;
+			sent += (size_t)rc;
+		}
+		/* Kept, then handed over: what did not go stays unsent. */
+		asyncpool_zc_release(zs, &l);
+	}
+	return sent;
+}

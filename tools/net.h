@@ -33,6 +33,14 @@ int zc_send_span(struct asyncpool_zc *zs, struct asyncpool_lease *l, size_t off,
 		 uint32_t flags);
 
 /*
+ * Fill the socket of zs without blocking: leases of pool (buffers of
+ * size bytes) filled with the stream from 0, sent in 4 KiB spans
+ * (MSG_DONTWAIT, ASYNCPOOL_ZC_KEEP, each a sequence number) and handed
+ * over, until a send takes nothing or the pool is empty.  The bytes sent.
+ */
+size_t zc_fill_kept(struct asyncpool_zc *zs, struct asyncpool *pool, size_t size);
+
+/*
  * A reader of one stream of the pattern (pattern.h), for a thread:
  * asyncpool_zc_recv() into leases of pool, every byte checked, until the
  * end of the stream (err 0) or an error (err -errno).
