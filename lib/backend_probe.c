@@ -89,8 +89,12 @@ AP_EXPORT int asyncpool_backend_probe(struct asyncpool_backend_info *out)
 	b.uring_error = probe_uring();
 	b.uring_disabled = uring_disabled();
 	b.zerocopy_error = probe_zerocopy(SOCK_STREAM);
+#ifdef HAVE_LIBURING
 	if (!b.uring_error)
 		b.backends |= ASYNCPOOL_BACKEND_URING;
+#endif
+	/* Built without liburing, the kernel's answer stays in uring_error,
+	 * but asyncpool_proactor_create_uring() refuses: not a backend. */
 	if (!b.zerocopy_error)
 		b.backends |= ASYNCPOOL_BACKEND_ZEROCOPY_TCP;
 	if (!probe_zerocopy(SOCK_DGRAM))

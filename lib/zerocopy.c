@@ -75,7 +75,7 @@ AP_EXPORT int asyncpool_zc_open(int fd, const struct asyncpool_zc_options *opts,
 {
 	struct asyncpool_zc_options o;
 	struct asyncpool_zc *zs;
-	int type, one = 1, rc;
+	int type, domain, one = 1, rc;
 	socklen_t len = sizeof(type);
 
 	if (out)
@@ -98,14 +98,16 @@ AP_EXPORT int asyncpool_zc_open(int fd, const struct asyncpool_zc_options *opts,
 		return -errno;
 	if (type != SOCK_STREAM && type != SOCK_DGRAM)
 		return -EOPNOTSUPP;
+	/*
+	 * The kernel takes SO_ZEROCOPY on more than TCP and UDP (vsock,
+	 * Linux 6.7, reports on SOL_VSOCK): completions we would not read,
+	 * leases that would never come back.  IP sockets only.
+	 */
+	len = sizeof(domain);
 	if (!(o.flags & ASYNCPOOL_ZC_COPY) &&
-	    setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one))) {
-		rc = errno;
-		/* ENOPROTOOPT: before 4.14; EOPNOTSUPP: not TCP, or UDP before 5.0. */
-		if (rc == ENOPROTOOPT || rc == AP_KERNEL_ENOTSUPP || rc == EOPNOTSUPP)
-			return -EOPNOTSUPP;
-		return -rc;     /* EBUSY: 4.14 takes it only before connect() */
-	}
+	    (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) ||
+	     (domain != AF_INET && domain != AF_INET6)))
+		return -EOPNOTSUPP;
 	zs = calloc(1, sizeof(*zs));
 	if (!zs)
 		return -ENOMEM;
@@ -118,8 +120,17 @@ AP_EXPORT int asyncpool_zc_open(int fd, const struct asyncpool_zc_options *opts,
 	 * on it even after the caller closed theirs (asyncpool_zc_close(3)).
 	 */
 	zs->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-	if (!zs->ring || !zs->recs || zs->fd < 0) {
-		rc = zs->fd < 0 ? -errno : -ENOMEM;
+	rc = zs->fd < 0 ? -errno : !zs->ring || !zs->recs ? -ENOMEM : 0;
+	/* Last, so that a failure before leaves the socket as it was. */
+	if (!rc && !(o.flags & ASYNCPOOL_ZC_COPY) &&
+	    setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one))) {
+		rc = -errno;
+		/* ENOPROTOOPT: before 4.14; EOPNOTSUPP: not TCP, or UDP before 5.0. */
+		if (rc == -ENOPROTOOPT || rc == -AP_KERNEL_ENOTSUPP || rc == -EOPNOTSUPP)
+			rc = -EOPNOTSUPP;
+		/* else EBUSY: 4.14 takes it only before connect() */
+	}
+	if (rc) {
 		if (zs->fd >= 0)
 			close(zs->fd);
 		free(zs->ring);
@@ -133,6 +144,7 @@ AP_EXPORT int asyncpool_zc_open(int fd, const struct asyncpool_zc_options *opts,
 	zs->flags = o.flags;
 	zs->fallback_after = o.fallback_after ? o.fallback_after : ASYNCPOOL_ZC_FALLBACK_AFTER;
 	zs->zerocopy = !(o.flags & ASYNCPOOL_ZC_COPY);
+	zs->dgram = type == SOCK_DGRAM;
 	*out = zs;
 	return 0;
 }
@@ -156,6 +168,17 @@ static void rec_release(struct asyncpool_zc *zs, uint32_t r)
 	asyncpool_lease_release(&zs->recs[r].lease);
 	zs->leases_out--;
 	rec_free(zs, r);
+}
+
+/* Handed over: ours until the kernel is done with it. */
+static void rec_hand_over(struct asyncpool_zc *zs, struct asyncpool_lease *lease, uint32_t r)
+{
+	lease->release.fn = NULL;
+	zs->recs[r].held = false;
+	zs->nheld--;
+	zs->leases_out++;
+	if (!zs->recs[r].pending)
+		rec_release(zs, r);
 }
 
 static bool same_lease(const struct asyncpool_lease *a, const struct asyncpool_lease *b)
@@ -235,9 +258,21 @@ int ap_zc_complete(struct asyncpool_zc *zs, uint32_t lo, uint32_t hi, bool copie
 	zs->st.notifications++;
 	/* Only numbers the kernel gave our sends, in order: a range that
 	 * names another is counted and left alone. */
-	if (a >= out || b >= out || a > b) {
+	if (a >= out || a > b) {
 		zs->st.bad_ranges++;
 		return 0;
+	}
+	/*
+	 * Up to lost numbers past ours are those of UDP sends that failed
+	 * after the kernel numbered them (zc_maybe_numbered()); the socket
+	 * copies since, so they follow all of ours, and the kernel may
+	 * coalesce their range with our last: complete ours, count the range.
+	 */
+	if (b >= out) {
+		zs->st.bad_ranges++;
+		if (b - out >= zs->lost)
+			return 0;
+		b = out - 1;
 	}
 	for (uint32_t s = a;; s++) {
 		uint32_t *slot = &zs->ring[(zs->tail + s) & (zs->cap - 1)];
@@ -285,6 +320,14 @@ AP_EXPORT int asyncpool_zc_reap(struct asyncpool_zc *zs)
 
 	if (!zs)
 		return -EINVAL;
+	/*
+	 * A socket that never sends with MSG_ZEROCOPY has no completions,
+	 * and its error queue is the caller's.  It may not even have one:
+	 * recvmsg(2) of a Unix socket ignores MSG_ERRQUEUE and reads data
+	 * (0 bytes of a stream, for ever; a datagram, lost).
+	 */
+	if (zs->flags & ASYNCPOOL_ZC_COPY)
+		return 0;
 	for (;;) {
 		union {
 			char buf[CMSG_SPACE(sizeof(struct sock_extended_err) +
@@ -293,6 +336,7 @@ AP_EXPORT int asyncpool_zc_reap(struct asyncpool_zc *zs)
 		} ctl;
 		struct msghdr msg;
 		struct cmsghdr *cm;
+		bool zc;
 
 		memset(&msg, 0, sizeof(msg));
 		msg.msg_control = ctl.buf;
@@ -304,25 +348,70 @@ AP_EXPORT int asyncpool_zc_reap(struct asyncpool_zc *zs)
 				break;
 			return released ? released : -errno;
 		}
+		/*
+		 * One message, one sock_extended_err (IP_RECVERR, or
+		 * IPV6_RECVERR on an AF_INET6 socket, v4-mapped peers too);
+		 * other control messages may come with it (SO_TIMESTAMP on a
+		 * notification): the message is "other" only when it has no
+		 * completion.
+		 */
+		zc = false;
 		for (cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
 			struct sock_extended_err ee;
 
 			if (!((cm->cmsg_level == SOL_IP && cm->cmsg_type == IP_RECVERR) ||
 			      (cm->cmsg_level == SOL_IPV6 && cm->cmsg_type == IPV6_RECVERR)) ||
-			    cm->cmsg_len < CMSG_LEN(sizeof(ee))) {
-				zs->st.other++;
+			    cm->cmsg_len < CMSG_LEN(sizeof(ee)))
 				continue;
-			}
 			memcpy(&ee, CMSG_DATA(cm), sizeof(ee));
-			if (ee.ee_origin != SO_EE_ORIGIN_ZEROCOPY || ee.ee_errno != 0) {
-				zs->st.other++;
+			if (ee.ee_origin != SO_EE_ORIGIN_ZEROCOPY || ee.ee_errno != 0)
 				continue;
-			}
+			zc = true;
 			released += ap_zc_complete(zs, ee.ee_info, ee.ee_data,
 						   ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED);
 		}
+		if (!zc)
+			zs->st.other++;
 	}
 	return released;
+}
+
+/*
+ * Whether a MSG_ZEROCOPY send that failed with err may have taken a
+ * sequence number all the same.  TCP never: it returns what it queued,
+ * or fails having queued nothing and gives the number back.  UDP gives
+ * it back when the datagram cannot be built (the errors below), but an
+ * error of the IP layer after it was built and numbered comes back too:
+ * a full device queue (ENOBUFS, to a socket with IP_RECVERR or
+ * IPV6_RECVERR: udp_send_skb()), a netfilter or BPF drop (EPERM), a
+ * neighbour that cannot be made (EINVAL); the datagram is freed and its
+ * completion comes, for a number our count does not have.
+ */
+static bool zc_maybe_numbered(const struct asyncpool_zc *zs, int err)
+{
+	int on = 0;
+	socklen_t len = sizeof(on);
+
+	if (!zs->dgram)
+		return false;
+	switch (err) {
+	case -EAGAIN:
+	case -EMSGSIZE:
+	case -EDESTADDRREQ:
+	case -ENOTCONN:
+	case -EFAULT:
+		return false;
+	case -ENOBUFS:
+		/* Without IP_RECVERR the IP layer's ENOBUFS is a success;
+		 * this one is the notification's or the pinning's. */
+		if (!getsockopt(zs->fd, SOL_IP, IP_RECVERR, &on, &len) && on)
+			return true;
+		on = 0;
+		len = sizeof(on);
+		return !getsockopt(zs->fd, SOL_IPV6, IPV6_RECVERR, &on, &len) && on;
+	default:
+		return true;
+	}
 }
 
 static ssize_t send_once(struct asyncpool_zc *zs, const void *p, size_t len, int msg_flags,
@@ -369,6 +458,8 @@ AP_EXPORT int asyncpool_zc_send(struct asyncpool_zc *zs, struct asyncpool_lease 
 			goto fail;
 	}
 	n = send_once(zs, (char *)asyncpool_span_ptr(lease->span) + offset, length, msg_flags, zc);
+	if (n < 0 && zc && zc_maybe_numbered(zs, (int)n))
+		goto lost;
 	if (n == -ENOBUFS && zc) {
 		/*
 		 * The socket's optmem (a notification per send not yet read,
@@ -382,6 +473,8 @@ AP_EXPORT int asyncpool_zc_send(struct asyncpool_zc *zs, struct asyncpool_lease 
 		asyncpool_zc_reap(zs);
 		n = send_once(zs, (char *)asyncpool_span_ptr(lease->span) + offset, length,
 			      msg_flags, true);
+		if (n < 0 && n != -ENOBUFS && zc_maybe_numbered(zs, (int)n))
+			goto lost;
 		if (n == -ENOBUFS) {
 			zs->st.enobufs++;
 			if (zs->st.pending) {
@@ -409,16 +502,23 @@ AP_EXPORT int asyncpool_zc_send(struct asyncpool_zc *zs, struct asyncpool_lease 
 	} else {
 		zs->st.copy_sends++;
 	}
-	if ((size_t)n == length && !(flags & ASYNCPOOL_ZC_KEEP)) {
-		/* Handed over: ours until the kernel is done with it. */
-		lease->release.fn = NULL;
-		zs->recs[r].held = false;
-		zs->nheld--;
-		zs->leases_out++;
-		if (!zs->recs[r].pending)
-			rec_release(zs, r);
-	}
+	if ((size_t)n == length && !(flags & ASYNCPOOL_ZC_KEEP))
+		rec_hand_over(zs, lease, r);
 	return (int)n;
+lost:
+	/*
+	 * Our count may be behind the kernel's for good: the numbers of the
+	 * sends made so far are right, no later one could be.  This socket
+	 * copies from now on; ranges that name the lost numbers, past ours,
+	 * are counted (ap_zc_complete()).
+	 */
+	if (n == -ENOBUFS)
+		zs->st.enobufs++;
+	zs->zerocopy = false;
+	zs->fell_back = true;
+	zs->lost++;
+	zs->st.failed++;
+	rc = (int)n;
 fail:
 	/* The lease stays the caller's; a record with nothing in flight goes. */
 	if (fresh)
@@ -438,12 +538,7 @@ AP_EXPORT int asyncpool_zc_release(struct asyncpool_zc *zs, struct asyncpool_lea
 		asyncpool_lease_release(lease);
 		return 0;
 	}
-	lease->release.fn = NULL;
-	zs->recs[r].held = false;
-	zs->nheld--;
-	zs->leases_out++;
-	if (!zs->recs[r].pending)
-		rec_release(zs, r);
+	rec_hand_over(zs, lease, r);
 	return 0;
 }
 
@@ -455,53 +550,82 @@ static int64_t zc_now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The clock at which timeout_ns from now is up; INT64_MAX: never. */
+static int64_t zc_deadline(int64_t timeout_ns)
+{
+	int64_t now = zc_now_ns();
+
+	if (timeout_ns < 0 || timeout_ns > INT64_MAX - now)
+		return INT64_MAX;
+	return now + timeout_ns;
+}
+
 AP_EXPORT int asyncpool_zc_wait(struct asyncpool_zc *zs, int64_t timeout_ns)
 {
+	int64_t end, left;
 	struct pollfd pfd;
+	uint64_t seen;
 	int rc, ms;
 
 	if (!zs)
 		return -EINVAL;
 	if (!zs->st.pending)
 		return 0;
+	end = zc_deadline(timeout_ns);
 	rc = asyncpool_zc_reap(zs);
 	if (rc)
 		return rc;
-	/* POLLERR: the error queue holds something (or the socket has an error). */
-	pfd.fd = zs->fd;
-	pfd.events = 0;
-	ms = timeout_ns < 0 ? -1 :
-	     timeout_ns / 1000000 >= INT_MAX ? INT_MAX : (int)((timeout_ns + 999999) / 1000000);
-	do
-		rc = poll(&pfd, 1, ms);
-	while (rc < 0 && errno == EINTR);
-	if (rc < 0)
-		return -errno;
-	if (rc == 0)
-		return -ETIMEDOUT;
-	rc = asyncpool_zc_reap(zs);
-	if (rc == 0 && (pfd.revents & POLLERR)) {
-		/* A socket error (a reset) keeps POLLERR up with nothing to
-		 * read: do not spin on it. */
-		struct timespec ts = { 0, 1000000 };
+	for (;;) {
+		left = end == INT64_MAX ? -1 : end - zc_now_ns();
+		if (left < 0 && end != INT64_MAX)
+			left = 0;
+		/* POLLERR: the error queue holds something (or the socket has an error). */
+		pfd.fd = zs->fd;
+		pfd.events = 0;
+		pfd.revents = 0;
+		ms = left < 0 ? -1 :
+		     left / 1000000 >= INT_MAX ? INT_MAX : (int)((left + 999999) / 1000000);
+		do
+			rc = poll(&pfd, 1, ms);
+		while (rc < 0 && errno == EINTR);
+		if (rc < 0)
+			return -errno;
+		if (rc == 0)
+			return -ETIMEDOUT;
+		seen = zs->st.notifications + zs->st.other;
+		rc = asyncpool_zc_reap(zs);
+		if (rc || zs->st.notifications + zs->st.other != seen || !zs->st.pending)
+			return rc;
+		/*
+		 * Nothing was queued: poll(2) answered for a condition that
+		 * stays up, a socket error (a reset: POLLERR) or a socket shut
+		 * down both ways (POLLHUP), and would answer again at once.
+		 * Sleep a millisecond at a time, until the time is up, so that
+		 * neither this call nor a loop around it spins.
+		 */
+		if (end != INT64_MAX && zc_now_ns() >= end)
+			return -ETIMEDOUT;
+		{
+			struct timespec ts = { 0, 1000000 };
 
-		nanosleep(&ts, NULL);
+			nanosleep(&ts, NULL);
+		}
 	}
-	return rc;
 }
 
 AP_EXPORT int asyncpool_zc_close(struct asyncpool_zc *zs, int64_t timeout_ns)
 {
-	int64_t end = timeout_ns < 0 ? 0 : zc_now_ns() + timeout_ns;
+	int64_t end;
 	int rc;
 
 	if (!zs)
 		return -EINVAL;
+	end = zc_deadline(timeout_ns);
 	asyncpool_zc_reap(zs);
 	while (zs->st.pending) {
 		int64_t left = -1;
 
-		if (timeout_ns >= 0) {
+		if (end != INT64_MAX) {
 			left = end - zc_now_ns();
 			if (left <= 0)
 				return -EBUSY;
@@ -555,7 +679,9 @@ AP_EXPORT int asyncpool_zc_recv(struct asyncpool *pool, int fd, int msg_flags,
 
 	if (out)
 		memset(out, 0, sizeof(*out));
-	if (!pool || fd < 0 || !out || (msg_flags & (MSG_ERRQUEUE | MSG_PEEK)))
+	/* MSG_TRUNC makes recv(2) answer a datagram's whole length (or
+	 * discard stream bytes): more than the buffer holds, or nothing in it. */
+	if (!pool || fd < 0 || !out || (msg_flags & (MSG_ERRQUEUE | MSG_PEEK | MSG_TRUNC)))
 		return -EINVAL;
 	rc = asyncpool_acquire(pool, out);
 	if (rc)

@@ -36,6 +36,8 @@ struct asyncpool_zc {
 	uint32_t fallback_after;
 	bool     zerocopy;      /* sending with MSG_ZEROCOPY now */
 	bool     fell_back;
+	bool     dgram;         /* SOCK_DGRAM: a failed send may have taken a number */
+	uint32_t lost;          /* failed sends that may have taken one, past head */
 	uint64_t copied_run;    /* copied completions in a row */
 	/*
 	 * The sequence numbers the kernel gave our sends, [tail, head), in

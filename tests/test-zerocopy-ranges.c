@@ -245,6 +245,35 @@ int main(void)
 	ok(stats(zs).flags & ASYNCPOOL_ZC_ZEROCOPY, "NO_FALLBACK: still zero-copy after a copied one");
 	is_int(asyncpool_zc_close(zs, 0), 0, "close");
 
+	/*
+	 * A datagram socket (as the backend sees it): a send that fails with
+	 * EPERM (a netfilter drop) may have been numbered; the socket copies
+	 * from then on, and a range may name that number past ours.
+	 */
+	zs = open_zc(fa, ASYNCPOOL_ZC_NO_FALLBACK, 0);
+	zs->dgram = true;
+	asyncpool_acquire(pool, &a);
+	asyncpool_acquire(pool, &b);
+	is_int(asyncpool_zc_send(zs, &a, 0, 4096, 0, 0), 4096, "dgram: A, seq 0");
+	answer(-1, EAGAIN);
+	is_int(asyncpool_zc_send(zs, &b, 0, 4096, MSG_DONTWAIT, 0), -EAGAIN,
+	       "dgram: EAGAIN takes no number");
+	ok(stats(zs).flags & ASYNCPOOL_ZC_ZEROCOPY, "dgram: still zero-copy");
+	answer(-1, EPERM);
+	is_int(asyncpool_zc_send(zs, &b, 0, 4096, 0, 0), -EPERM, "dgram: EPERM (maybe seq 1)");
+	st = stats(zs);
+	ok(asyncpool_lease_held(&b) && !(st.flags & ASYNCPOOL_ZC_ZEROCOPY) &&
+	   (st.flags & ASYNCPOOL_ZC_FELL_BACK), "dgram: B the caller's; the socket copies now");
+	is_int(asyncpool_zc_send(zs, &b, 0, 4096, 0, 0), 4096, "dgram: B sent again");
+	ok(!(last_flags & MSG_ZEROCOPY) && asyncpool_available(pool) == NB - 1,
+	   "dgram: by copying, B back at once");
+	is_int(ap_zc_complete(zs, 0, 2, false), 0, "dgram: [0,2], two past ours: refused");
+	is_int(ap_zc_complete(zs, 0, 1, false), 1, "dgram: [0,1], seq 1 the lost one: A back");
+	st = stats(zs);
+	ok(st.bad_ranges == 2 && st.pending == 0 && st.completions == 1 && st.failed == 2,
+	   "dgram: 2 bad ranges, 1 completion, 2 failed");
+	is_int(asyncpool_zc_close(zs, 0), 0, "close");
+
 	ap_zc_test_sendmsg = NULL;
 	is_int(asyncpool_available(pool), NB, "the pool is full");
 	is_int(asyncpool_check(pool), 0, "and consistent");

@@ -240,26 +240,11 @@ static int doomed_child(int shfd, int sock, int report)
 	struct asyncpool_shared *sp;
 	struct asyncpool_zc *zs;
 	uint64_t msg[3];
-	size_t sent = 0;
-	int rc = 1;
+	size_t sent;
 
 	if (asyncpool_shared_open_fd(shfd, &sp) || asyncpool_zc_open(sock, &o, &zs))
 		return 2;
-	while (rc > 0) {
-		struct asyncpool_lease l;
-
-		if (asyncpool_acquire(asyncpool_shared_pool(sp), &l))
-			break;
-		pattern_fill(asyncpool_span_ptr(l.span), sent, BUF);
-		for (size_t off = 0; off < BUF; off += (size_t)rc) {
-			rc = asyncpool_zc_send(zs, &l, off, BUF - off < 4096 ? BUF - off : 4096,
-					       MSG_DONTWAIT, ASYNCPOOL_ZC_KEEP);
-			if (rc <= 0)
-				break;
-			sent += (size_t)rc;
-		}
-		asyncpool_zc_release(zs, &l);
-	}
+	sent = zc_fill_kept(zs, asyncpool_shared_pool(sp), BUF);
 	asyncpool_zc_reap(zs);
 	asyncpool_zc_stats(zs, &st);
 	msg[0] = sent;

@@ -17,10 +17,16 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/if_tun.h>
+#include <linux/vm_sockets.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <asyncpool.h>
@@ -31,6 +37,10 @@
 
 #define BUF (64u * 1024)
 #define NBUF 32u
+
+#ifndef SO_ZEROCOPY
+#define SO_ZEROCOPY 60
+#endif
 
 static struct asyncpool_zc_options zc_opts(uint32_t flags)
 {
@@ -53,42 +63,11 @@ static struct asyncpool_zc_stats zc_stats(struct asyncpool_zc *zs)
 	return st;
 }
 
-/* A reader of one stream: asyncpool_zc_recv() into leases, every byte checked. */
-struct reader {
-	pthread_t tid;
-	struct asyncpool *pool;
-	int fd;
-	size_t got, bad;
-	unsigned long leases;
-	int err;
-};
-
-static void *reader_run(void *arg)
-{
-	struct reader *r = arg;
-
-	for (;;) {
-		struct asyncpool_lease l;
-		int n = asyncpool_zc_recv(r->pool, r->fd, 0, &l);
-
-		if (n == -ENOBUFS)
-			continue;       /* cannot happen: one lease at a time */
-		if (n <= 0) {
-			r->err = n;
-			return NULL;
-		}
-		r->bad += pattern_check(asyncpool_span_ptr(l.span), r->got, l.span.length);
-		r->got += l.span.length;
-		r->leases++;
-		asyncpool_lease_release(&l);
-	}
-}
-
 /*
  * Send bytes of pattern over zs from pool: whole leases, every eighth
  * one in two halves kept (ASYNCPOOL_ZC_KEEP) and then handed over with
- * asyncpool_zc_release(); short sends go on from where they stopped.
- * 0 or -errno.
+ * asyncpool_zc_release(); short sends go on from where they stopped
+ * (tools/net.c).  0 or -errno.
  */
 static int send_stream(struct asyncpool_zc *zs, struct asyncpool *pool, size_t bytes)
 {
@@ -97,39 +76,27 @@ static int send_stream(struct asyncpool_zc *zs, struct asyncpool *pool, size_t b
 
 	while (pos < bytes) {
 		struct asyncpool_lease l;
-		size_t len = bytes - pos < BUF ? bytes - pos : BUF, off = 0;
-		int rc = asyncpool_acquire(pool, &l);
+		size_t len = bytes - pos < BUF ? bytes - pos : BUF;
+		int rc = zc_acquire(zs, pool, &l);
 
-		if (rc == -ENOBUFS) {
-			rc = asyncpool_zc_wait(zs, -1);
-			if (rc < 0)
-				return rc;
-			continue;
-		}
 		if (rc)
 			return rc;
 		pattern_fill(asyncpool_span_ptr(l.span), pos, len);
 		if (++k % 8 == 0) {
-			while (off < len) {
-				size_t part = off < len / 2 ? len / 2 - off : len - off;
-
-				rc = asyncpool_zc_send(zs, &l, off, part, 0, ASYNCPOOL_ZC_KEEP);
-				if (rc < 0)
-					return rc;
-				off += (size_t)rc;
-			}
+			rc = zc_send_span(zs, &l, 0, len / 2, ASYNCPOOL_ZC_KEEP);
+			if (!rc)
+				rc = zc_send_span(zs, &l, len / 2, len - len / 2, ASYNCPOOL_ZC_KEEP);
+			if (rc)
+				return rc;
 			if (!asyncpool_lease_held(&l))
 				return -EPROTO;
 			rc = asyncpool_zc_release(zs, &l);
 			if (rc)
 				return rc;
 		} else {
-			while (off < len) {
-				rc = asyncpool_zc_send(zs, &l, off, len - off, 0, 0);
-				if (rc < 0)
-					return rc;
-				off += (size_t)rc;
-			}
+			rc = zc_send_span(zs, &l, 0, len, 0);
+			if (rc)
+				return rc;
 		}
 		if (asyncpool_lease_held(&l))
 			return -EPROTO;
@@ -157,6 +124,14 @@ static void test_args(struct asyncpool *pool)
 	u = socket(AF_UNIX, SOCK_STREAM, 0);
 	is_int(asyncpool_zc_open(u, NULL, &zs), -EOPNOTSUPP, "open: a Unix socket: -EOPNOTSUPP");
 	close(u);
+	/* vsock takes SO_ZEROCOPY (Linux 6.7) but reports on SOL_VSOCK. */
+	u = socket(AF_VSOCK, SOCK_STREAM, 0);
+	if (u >= 0) {
+		is_int(asyncpool_zc_open(u, NULL, &zs), -EOPNOTSUPP, "open: a vsock socket: -EOPNOTSUPP");
+		close(u);
+	} else {
+		skip(1, "no AF_VSOCK here");
+	}
 	if (tcp_loopback_pair(&a, &b))
 		bail_out("tcp_loopback_pair");
 	o.flags = 1u << 7;
@@ -221,7 +196,8 @@ static void test_tcp(struct asyncpool *pool, struct asyncpool *rxpool, uint32_t 
 	struct asyncpool_zc_options o = zc_opts(flags);
 	struct asyncpool_zc_stats st;
 	struct asyncpool_zc *zs;
-	struct reader r;
+	struct zc_reader r;
+	pthread_t tid;
 	int a, b, rc;
 
 	if (tcp_loopback_pair(&a, &b))
@@ -230,11 +206,11 @@ static void test_tcp(struct asyncpool *pool, struct asyncpool *rxpool, uint32_t 
 	memset(&r, 0, sizeof(r));
 	r.pool = rxpool;
 	r.fd = b;
-	pthread_create(&r.tid, NULL, reader_run, &r);
+	pthread_create(&tid, NULL, zc_reader_run, &r);
 	rc = send_stream(zs, pool, bytes);
 	is_int(rc, 0, "%s: %zu MiB sent", what, bytes >> 20);
 	shutdown(a, SHUT_WR);
-	pthread_join(r.tid, NULL);
+	pthread_join(tid, NULL);
 	ok(r.err == 0 && r.got == bytes && r.bad == 0,
 	   "%s: every byte received and right (%zu of %zu, %zu wrong, in %lu leases)", what,
 	   r.got, bytes, r.bad, r.leases);
@@ -274,7 +250,7 @@ static void test_after_close(struct asyncpool *pool)
 	struct asyncpool_zc_stats st;
 	struct asyncpool_zc *zs;
 	size_t sent = 0, got = 0, bad = 0;
-	int a, b, small = 32 * 1024, rc;
+	int a, b, small = 32 * 1024;
 	unsigned char *buf = malloc(BUF);
 
 	if (!buf || tcp_loopback_pair(&a, &b))
@@ -283,22 +259,7 @@ static void test_after_close(struct asyncpool *pool)
 	setsockopt(b, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
 	is_int(asyncpool_zc_open(a, &o, &zs), 0, "after close: open");
 	/* 4 KiB sends, each a sequence number, until the socket is full. */
-	for (rc = 1; rc > 0;) {
-		struct asyncpool_lease l;
-
-		if (asyncpool_acquire(pool, &l))
-			break;
-		pattern_fill(asyncpool_span_ptr(l.span), sent, BUF);
-		for (size_t off = 0; off < BUF; off += (size_t)rc) {
-			rc = asyncpool_zc_send(zs, &l, off, BUF - off < 4096 ? BUF - off : 4096,
-					       MSG_DONTWAIT, ASYNCPOOL_ZC_KEEP);
-			if (rc <= 0)
-				break;
-			sent += (size_t)rc;
-		}
-		/* Kept, then handed over: what did not go stays unsent. */
-		asyncpool_zc_release(zs, &l);
-	}
+	sent = zc_fill_kept(zs, pool, BUF);
 	st = zc_stats(zs);
 	ok(sent > 0 && st.pending > 0 && st.leases_out > 0,
 	   "after close: %zu bytes sent, %llu sends pending, %u leases out", sent,
@@ -381,7 +342,8 @@ static void test_fallback_stats(struct asyncpool *pool, struct asyncpool *rxpool
 	struct asyncpool_zc_options o = zc_opts(0);
 	struct asyncpool_zc_stats st;
 	struct asyncpool_zc *zs;
-	struct reader r;
+	struct zc_reader r;
+	pthread_t tid;
 	int a, b;
 
 	o.fallback_after = 8;
@@ -392,10 +354,10 @@ static void test_fallback_stats(struct asyncpool *pool, struct asyncpool *rxpool
 	memset(&r, 0, sizeof(r));
 	r.pool = rxpool;
 	r.fd = b;
-	pthread_create(&r.tid, NULL, reader_run, &r);
+	pthread_create(&tid, NULL, zc_reader_run, &r);
 	send_stream(zs, pool, 4u << 20);
 	shutdown(a, SHUT_WR);
-	pthread_join(r.tid, NULL);
+	pthread_join(tid, NULL);
 	while (zc_stats(zs).pending && asyncpool_zc_wait(zs, -1) >= 0)
 		;
 	st = zc_stats(zs);
@@ -527,6 +489,376 @@ static void test_enobufs(struct asyncpool *pool)
 	       "ENOBUFS (RLIMIT_MEMLOCK 0): reaped, tried again, copied; the lease back");
 }
 
+static void drain(int fd)
+{
+	char tmp[BUF];
+
+	while (read(fd, tmp, sizeof(tmp)) > 0)
+		;
+}
+
+/* Both ends shut down for writing: the socket reports POLLHUP at once,
+ * whatever it waits for.  Sends in flight that do not complete must make
+ * asyncpool_zc_wait() wait its time and answer -ETIMEDOUT, not 0 at once
+ * (a close loop around it would spin). */
+static void test_wait_hup(struct asyncpool *pool)
+{
+	struct asyncpool_zc_options o = zc_opts(ASYNCPOOL_ZC_NO_FALLBACK);
+	struct asyncpool_zc *zs;
+	int a, b;
+
+	if (tcp_loopback_pair(&a, &b))
+		bail_out("tcp_loopback_pair");
+	is_int(asyncpool_zc_open(a, &o, &zs), 0, "hup: open");
+	zc_fill_kept(zs, pool, BUF);
+	/* What was delivered is acknowledged: those completions first. */
+	while (asyncpool_zc_wait(zs, 100 * 1000000) >= 0)
+		;
+	shutdown(b, SHUT_WR);
+	shutdown(a, SHUT_WR);
+	ok(zc_stats(zs).pending > 0, "hup: sends in flight, the peer reads nothing");
+	is_int(asyncpool_zc_wait(zs, 50 * 1000000), -ETIMEDOUT,
+	       "hup: wait with POLLHUP up and nothing complete: -ETIMEDOUT");
+	is_int(asyncpool_zc_close(zs, 0), -EBUSY, "hup: close with no time: -EBUSY");
+	drain(b);
+	is_int(asyncpool_zc_close(zs, -1), 0, "hup: the peer read all: close");
+	is_int(asyncpool_available(pool), NBUF, "hup: every lease back");
+	close(a);
+	close(b);
+}
+
+/* A peer that never reads: the backend's reference keeps the connection
+ * open whatever the caller closes; connect(2) with AF_UNSPEC resets it
+ * (tcp_disconnect() purges the queue), as asyncpool_zc_close(3) says. */
+static void test_disconnect(struct asyncpool *pool)
+{
+	struct asyncpool_zc_options o = zc_opts(ASYNCPOOL_ZC_NO_FALLBACK);
+	struct sockaddr sa = { .sa_family = AF_UNSPEC };
+	struct asyncpool_zc *zs;
+	int a, b;
+
+	if (tcp_loopback_pair(&a, &b))
+		bail_out("tcp_loopback_pair");
+	is_int(asyncpool_zc_open(a, &o, &zs), 0, "disconnect: open");
+	zc_fill_kept(zs, pool, BUF);
+	ok(zc_stats(zs).pending > 0, "disconnect: sends in flight, the peer reads nothing");
+	is_int(connect(a, &sa, sizeof(sa)), 0, "disconnect: connect(AF_UNSPEC)");
+	close(a);
+	is_int(asyncpool_zc_close(zs, 10ll * 1000000000), 0, "disconnect: the sends complete: close");
+	is_int(asyncpool_available(pool), NBUF, "disconnect: every lease back");
+	close(b);
+}
+
+/* IPv6: the completions come as IPV6_RECVERR at SOL_IPV6. */
+static void test_ipv6(struct asyncpool *pool)
+{
+	struct asyncpool_zc_options o = zc_opts(ASYNCPOOL_ZC_NO_FALLBACK);
+	struct sockaddr_in6 sa = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	socklen_t sl = sizeof(sa);
+	struct asyncpool_zc_stats st;
+	struct asyncpool_lease l;
+	struct asyncpool_zc *zs;
+	char tmp[4096];
+	int lfd, a, b;
+
+	lfd = socket(AF_INET6, SOCK_STREAM, 0);
+	a = socket(AF_INET6, SOCK_STREAM, 0);
+	if (lfd < 0 || a < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 1) ||
+	    getsockname(lfd, (struct sockaddr *)&sa, &sl) ||
+	    connect(a, (struct sockaddr *)&sa, sizeof(sa))) {
+		skip(1, "no IPv6 loopback here");
+		if (lfd >= 0)
+			close(lfd);
+		if (a >= 0)
+			close(a);
+		return;
+	}
+	b = accept(lfd, NULL, NULL);
+	close(lfd);
+	is_int(asyncpool_zc_open(a, &o, &zs), 0, "ipv6: open");
+	if (asyncpool_acquire(pool, &l))
+		bail_out("acquire");
+	is_int(asyncpool_zc_send(zs, &l, 0, 4096, 0, 0), 4096, "ipv6: send");
+	is_int((int)read(b, tmp, sizeof(tmp)), 4096, "ipv6: received");
+	while (zc_stats(zs).pending && asyncpool_zc_wait(zs, 5ll * 1000000000) >= 0)
+		;
+	st = zc_stats(zs);
+	ok(st.completions == 1 && st.other == 0 && st.bad_ranges == 0,
+	   "ipv6: one completion, nothing else");
+	is_int(asyncpool_zc_close(zs, 1000000000), 0, "ipv6: close");
+	is_int(asyncpool_available(pool), NBUF, "ipv6: the lease back");
+	close(a);
+	close(b);
+}
+
+/*
+ * ASYNCPOOL_ZC_COPY on a Unix socket: recvmsg(2) there knows no
+ * MSG_ERRQUEUE and reads the data instead: a stream gave 0 bytes for ever
+ * (a reap that never ended), datagrams were eaten.  A socket that never
+ * sends with MSG_ZEROCOPY has nothing to reap.
+ */
+static int copy_unix_child(int type)
+{
+	struct asyncpool_zc_options o = zc_opts(ASYNCPOOL_ZC_COPY);
+	struct asyncpool_zc *zs;
+	char c = 0;
+	int sv[2];
+
+	alarm(10);
+	if (socketpair(AF_UNIX, type, 0, sv) || write(sv[1], "x", 1) != 1)
+		return 10;
+	if (asyncpool_zc_open(sv[0], &o, &zs))
+		return 11;
+	if (asyncpool_zc_reap(zs) != 0)
+		return 12;
+	if (asyncpool_zc_close(zs, 0) != 0)
+		return 13;
+	if (recv(sv[0], &c, 1, MSG_DONTWAIT) != 1 || c != 'x')
+		return 14;
+	return 0;
+}
+
+static void test_copy_unix(void)
+{
+	static const int types[] = { SOCK_STREAM, SOCK_DGRAM };
+
+	for (unsigned i = 0; i < 2; i++) {
+		pid_t pid;
+		int st;
+
+		fflush(stdout);
+		pid = fork();
+		if (pid == 0)
+			_exit(copy_unix_child(types[i]));
+		if (pid < 0 || waitpid(pid, &st, 0) != pid)
+			bail_out("fork");
+		ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		   "COPY on a Unix %s socket: reap and close return, the data is still there "
+		   "(exit %d, signal %d)", i ? "datagram" : "stream",
+		   WIFEXITED(st) ? WEXITSTATUS(st) : -1, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	}
+}
+
+/* recv(2) with MSG_TRUNC answers a datagram's whole length, more than the
+ * buffer holds: refused, rather than a span beyond the buffer. */
+static void test_recv_trunc(void)
+{
+	struct asyncpool *small = make_pool(mp, 4096, 2, 0);
+	struct sockaddr_in sin;
+	socklen_t sl = sizeof(sin);
+	struct asyncpool_lease l;
+	static char dgram[8192];
+	int u, v;
+
+	u = socket(AF_INET, SOCK_DGRAM, 0);
+	v = socket(AF_INET, SOCK_DGRAM, 0);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (u < 0 || v < 0 || bind(v, (struct sockaddr *)&sin, sizeof(sin)) ||
+	    getsockname(v, (struct sockaddr *)&sin, &sl) ||
+	    sendto(u, dgram, sizeof(dgram), 0, (struct sockaddr *)&sin, sizeof(sin)) !=
+	    (ssize_t)sizeof(dgram))
+		bail_out("udp");
+	is_int(asyncpool_zc_recv(small, v, MSG_TRUNC | MSG_DONTWAIT, &l), -EINVAL,
+	       "recv: MSG_TRUNC: -EINVAL");
+	ok(!asyncpool_lease_held(&l) && asyncpool_available(small) == 2,
+	   "recv: MSG_TRUNC: no lease taken");
+	is_int(asyncpool_zc_recv(small, v, MSG_DONTWAIT, &l), 4096,
+	       "recv: the datagram is still there, truncated to the buffer");
+	ok(l.span.length == 4096, "recv: the span is the buffer's length");
+	asyncpool_lease_release(&l);
+	asyncpool_destroy(small);
+	close(u);
+	close(v);
+}
+
+/* A notification with a timestamp (SO_TIMESTAMP) is one completion, not
+ * an "other" message as well. */
+static void test_other_counts_messages(struct asyncpool *pool)
+{
+	struct asyncpool_zc_options o = zc_opts(ASYNCPOOL_ZC_NO_FALLBACK);
+	struct asyncpool_zc_stats st;
+	struct asyncpool_lease l;
+	struct asyncpool_zc *zs;
+	int a, b, one = 1;
+
+	if (tcp_loopback_pair(&a, &b))
+		bail_out("tcp_loopback_pair");
+	if (setsockopt(a, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof(one)))
+		bail_out("SO_TIMESTAMP");
+	is_int(asyncpool_zc_open(a, &o, &zs), 0, "timestamps: open");
+	if (asyncpool_acquire(pool, &l))
+		bail_out("acquire");
+	is_int(asyncpool_zc_send(zs, &l, 0, 4096, 0, 0), 4096, "timestamps: send");
+	while (zc_stats(zs).pending)
+		if (asyncpool_zc_wait(zs, -1) < 0)
+			bail_out("wait");
+	st = zc_stats(zs);
+	ok(st.completions == 1 && st.other == 0,
+	   "timestamps: one completion, no other message (completions %llu, other %llu)",
+	   (unsigned long long)st.completions, (unsigned long long)st.other);
+	is_int(asyncpool_zc_close(zs, -1), 0, "timestamps: close");
+	is_int(asyncpool_available(pool), NBUF, "timestamps: the lease back");
+	close(a);
+	close(b);
+}
+
+/* A failed open leaves the socket as it was: SO_ZEROCOPY not set when no
+ * descriptor is left for the backend's reference (EMFILE). */
+static void test_open_emfile(void)
+{
+	pid_t pid;
+	int a, b, st;
+
+	if (tcp_loopback_pair(&a, &b))
+		bail_out("tcp_loopback_pair");
+	pid = fork();
+	if (pid == 0) {
+		struct rlimit rl = { 64, 64 };
+		struct asyncpool_zc *zs;
+		socklen_t len = sizeof(int);
+		int v = -1, rc;
+
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			_exit(10);
+		while (dup(0) >= 0)
+			;
+		rc = asyncpool_zc_open(a, NULL, &zs);
+		if (rc != -EMFILE)
+			_exit(11);
+		if (getsockopt(a, SOL_SOCKET, SO_ZEROCOPY, &v, &len))
+			_exit(12);
+		_exit(v == 0 ? 0 : 13);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		bail_out("fork");
+	is_int(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0,
+	       "open: -EMFILE, and SO_ZEROCOPY left unset on the socket");
+	close(a);
+	close(b);
+}
+
+/*
+ * A UDP datagram dropped after the kernel built it (and gave it a
+ * sequence number): a full device queue (tun, no qdisc) answers ENOBUFS to a
+ * socket with IP_RECVERR (a netfilter or BPF drop would answer EPERM), yet the number
+ * is taken and its completion comes.  A tun device nobody reads, in a
+ * network namespace of our own, is the full queue.  Every lease must come
+ * back all the same, none before the kernel is done with it.
+ */
+static int udp_dropped_child(struct asyncpool *pool)
+{
+	struct asyncpool_zc_options o = zc_opts(ASYNCPOOL_ZC_NO_FALLBACK);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(9) };
+	struct asyncpool_zc_stats st;
+	struct asyncpool_zc *zs;
+	struct ifreq ifr;
+	char pkt[2048];
+	int t, c, u, one = 1, rc = 0, i;
+
+	if (unshare(CLONE_NEWNET))
+		return 77;
+	t = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (t < 0)
+		return 77;
+	memset(&ifr, 0, sizeof(ifr));
+	ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+	strcpy(ifr.ifr_name, "apzc0");
+	c = socket(AF_INET, SOCK_DGRAM, 0);
+	if (ioctl(t, TUNSETIFF, &ifr) || c < 0)
+		return 77;
+	sa.sin_addr.s_addr = htonl(0x0a4d0001);        /* 10.77.0.1/24 */
+	memcpy(&ifr.ifr_addr, &sa, sizeof(sa));
+	if (ioctl(c, SIOCSIFADDR, &ifr))
+		return 20;
+	sa.sin_addr.s_addr = htonl(0xffffff00);
+	memcpy(&ifr.ifr_netmask, &sa, sizeof(sa));
+	if (ioctl(c, SIOCSIFNETMASK, &ifr))
+		return 21;
+	ifr.ifr_qlen = 8;                               /* the queue: 8 datagrams */
+	if (ioctl(c, SIOCSIFTXQLEN, &ifr))
+		return 22;
+	if (ioctl(c, SIOCGIFFLAGS, &ifr))
+		return 23;
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(c, SIOCSIFFLAGS, &ifr))
+		return 24;
+	/* No qdisc: the device's drop comes back to the sender (ENOBUFS). */
+	if (system("tc qdisc replace dev apzc0 root noqueue >/dev/null 2>&1"))
+		return 77;
+	u = socket(AF_INET, SOCK_DGRAM, 0);
+	sa.sin_addr.s_addr = htonl(0x0a4d0002);
+	if (u < 0 || connect(u, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    setsockopt(u, SOL_IP, IP_RECVERR, &one, sizeof(one)))
+		return 25;
+	if (asyncpool_zc_open(u, &o, &zs))
+		return 26;
+	/* Fill the device's queue until it drops. */
+	for (i = 0; i < 64; i++) {
+		struct asyncpool_lease l;
+
+		if (asyncpool_acquire(pool, &l))
+			return 27;
+		rc = asyncpool_zc_send(zs, &l, 0, 1000, 0, 0);
+		if (rc != 1000) {
+			asyncpool_zc_release(zs, &l);
+			break;
+		}
+	}
+	if (rc != -ENOBUFS)
+		return 28;
+	/* The device sends what it queued; three datagrams more; sent too. */
+	while (read(t, pkt, sizeof(pkt)) > 0)
+		;
+	for (i = 0; i < 3; i++) {
+		struct asyncpool_lease l;
+
+		while (asyncpool_acquire(pool, &l))
+			if (asyncpool_zc_wait(zs, 1000000000) < 0)
+				return 29;
+		rc = asyncpool_zc_send(zs, &l, 0, 1000, 0, 0);
+		if (rc != 1000)
+			return 30;
+	}
+	while (read(t, pkt, sizeof(pkt)) > 0)
+		;
+	rc = asyncpool_zc_close(zs, 2000000000);
+	if (rc) {
+		st = zc_stats(zs);
+		diag("close: %d; %llu sends, %llu pending, %llu completions in %llu ranges, "
+		     "%llu bad ranges, %llu ENOBUFS, %u leases out", rc,
+		     (unsigned long long)st.sends, (unsigned long long)st.pending,
+		     (unsigned long long)st.completions, (unsigned long long)st.notifications,
+		     (unsigned long long)st.bad_ranges, (unsigned long long)st.enobufs,
+		     st.leases_out);
+		return 33;
+	}
+	if (asyncpool_available(pool) != NBUF)
+		return 34;
+	return 0;
+}
+
+static void test_udp_dropped(struct asyncpool *pool)
+{
+	pid_t pid;
+	int st;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0)
+		_exit(udp_dropped_child(pool));
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		bail_out("fork");
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+		skip(1, "no network namespace, tun device or tc(8) here");
+		return;
+	}
+	is_int(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0,
+	       "udp, a datagram dropped after it was numbered (ENOBUFS, IP_RECVERR): "
+	       "every lease back, close 0");
+}
+
 int main(void)
 {
 	struct asyncpool_backend_info bi;
@@ -544,8 +876,14 @@ int main(void)
 		       ASYNCPOOL_BACKEND_ZEROCOPY_TCP : ASYNCPOOL_BACKEND_MEMORY),
 	   "probe: best is io_uring, else MSG_ZEROCOPY, else memory (0x%x of 0x%x; io_uring %d, "
 	   "io_uring_disabled %d)", bi.best, bi.backends, bi.uring_error, bi.uring_disabled);
+#ifdef HAVE_LIBURING
 	ok(!(bi.backends & ASYNCPOOL_BACKEND_URING) == !!bi.uring_error,
 	   "probe: io_uring there exactly when its setup worked");
+#else
+	ok(!(bi.backends & ASYNCPOOL_BACKEND_URING) && bi.best != ASYNCPOOL_BACKEND_URING,
+	   "probe: built without liburing, io_uring is no backend (its setup answered %d)",
+	   bi.uring_error);
+#endif
 	if (!(bi.backends & ASYNCPOOL_BACKEND_ZEROCOPY_TCP)) {
 		skip(1, "no SO_ZEROCOPY on TCP here (%d): Linux 4.14 or later", bi.zerocopy_error);
 		return done_testing();
@@ -566,6 +904,15 @@ int main(void)
 	else
 		skip(1, "no SO_ZEROCOPY on UDP here: Linux 5.0 or later");
 	test_enobufs(pool);
+	test_wait_hup(pool);
+	test_disconnect(pool);
+	test_ipv6(pool);
+	test_copy_unix();
+	test_recv_trunc();
+	test_other_counts_messages(pool);
+	test_open_emfile();
+	if (bi.backends & ASYNCPOOL_BACKEND_ZEROCOPY_UDP)
+		test_udp_dropped(pool);
 
 	is_int(asyncpool_available(rxpool), 8, "the receive pool is full too");
 	asyncpool_destroy(rxpool);

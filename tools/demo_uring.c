@@ -272,27 +272,6 @@ static double run(struct sender *tx, struct receiver *rx, bool zc, size_t bytes,
 	return (double)bytes / (double)(rx->done_ns - start);
 }
 
-struct asyncpool_region *demo_region(struct asyncpool_proactor *p, size_t size, uint32_t count,
-				     uint32_t access, int *rc)
-{
-	struct asyncpool_slab_options o;
-	struct asyncpool_slab *s;
-	struct asyncpool_region *r = NULL;
-
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = size;
-	o.buffer_count = count;
-	o.numa_node = -1;
-	o.flags = ASYNCPOOL_SLAB_POPULATE;
-	*rc = asyncpool_slab_create(&o, &s);
-	if (*rc)
-		return NULL;
-	*rc = asyncpool_proactor_register_slab(p, s, access, &r);
-	asyncpool_slab_unref(s);
-	return r;
-}
-
 int demo_uring(size_t bytes, char *why, size_t whylen)
 {
 	struct sender tx;

@@ -28,36 +28,6 @@
 #define RX_BUFS 64u
 #define CHUNK (64u * 1024)
 
-struct zc_reader {
-	struct asyncpool *pool;
-	int fd;
-	size_t bytes, got, bad;
-	unsigned long leases;
-	uint64_t done_ns;
-	int err;
-};
-
-static void *zc_reader_run(void *arg)
-{
-	struct zc_reader *r = arg;
-
-	for (;;) {
-		struct asyncpool_lease l;
-		int n = asyncpool_zc_recv(r->pool, r->fd, 0, &l);
-
-		if (n <= 0) {
-			r->err = n;
-			return NULL;
-		}
-		r->bad += pattern_check(asyncpool_span_ptr(l.span), r->got, l.span.length);
-		r->got += l.span.length;
-		r->leases++;
-		asyncpool_lease_release(&l);
-		if (r->got == r->bytes)
-			r->done_ns = tool_now_ns();
-	}
-}
-
 /* Fill and send every lease whole; wait for completions when the pool is empty. */
 static int zc_send_all(struct asyncpool_zc *zs, struct asyncpool *pool, size_t bytes)
 {
@@ -65,55 +35,20 @@ static int zc_send_all(struct asyncpool_zc *zs, struct asyncpool *pool, size_t b
 
 	while (pos < bytes) {
 		struct asyncpool_lease l;
-		size_t len = bytes - pos < CHUNK ? bytes - pos : CHUNK, off = 0;
-		int rc = asyncpool_acquire(pool, &l);
+		size_t len = bytes - pos < CHUNK ? bytes - pos : CHUNK;
+		int rc = zc_acquire(zs, pool, &l);
 
-		if (rc == -ENOBUFS) {
-			/* Every buffer is with the kernel: wait for POLLERR. */
-			rc = asyncpool_zc_wait(zs, -1);
-			if (rc < 0)
-				return rc;
-			continue;
-		}
 		if (rc)
 			return rc;
 		pattern_fill(asyncpool_span_ptr(l.span), pos, len);
-		/* A short send keeps the lease with us: send the rest. */
-		while (off < len) {
-			rc = asyncpool_zc_send(zs, &l, off, len - off, 0, 0);
-			if (rc == -ENOBUFS && asyncpool_zc_wait(zs, -1) >= 0)
-				continue;
-			if (rc < 0) {
-				asyncpool_zc_release(zs, &l);
-				return rc;
-			}
-			off += (size_t)rc;
+		rc = zc_send_span(zs, &l, 0, len, 0);
+		if (rc) {
+			asyncpool_zc_release(zs, &l);
+			return rc;
 		}
 		pos += len;
 	}
 	return 0;
-}
-
-/* A prefaulted slab of count x size bytes, a READ region of the memory proactor. */
-static struct asyncpool_region *zc_region(struct asyncpool_proactor *p, size_t size,
-					  uint32_t count, int *rc)
-{
-	struct asyncpool_slab_options o;
-	struct asyncpool_slab *s;
-	struct asyncpool_region *r = NULL;
-
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = size;
-	o.buffer_count = count;
-	o.numa_node = -1;
-	o.flags = ASYNCPOOL_SLAB_POPULATE;
-	*rc = asyncpool_slab_create(&o, &s);
-	if (*rc)
-		return NULL;
-	*rc = asyncpool_proactor_register_slab(p, s, ASYNCPOOL_ACCESS_READ, &r);
-	asyncpool_slab_unref(s);
-	return r;
 }
 
 struct zc_result {
@@ -192,11 +127,11 @@ int demo_zc(size_t bytes, const char *why_not_uring, char *why, size_t whylen)
 	}
 	rc = asyncpool_proactor_create_memory(&p);
 	if (!rc)
-		txr = zc_region(p, CHUNK, TX_BUFS, &rc);
+		txr = demo_region(p, CHUNK, TX_BUFS, ASYNCPOOL_ACCESS_READ, &rc);
 	if (!rc)
 		rc = asyncpool_create(txr, &tx);
 	if (!rc)
-		rxr = zc_region(p, CHUNK, RX_BUFS, &rc);
+		rxr = demo_region(p, CHUNK, RX_BUFS, ASYNCPOOL_ACCESS_READ, &rc);
 	if (!rc)
 		rc = asyncpool_create(rxr, &rxpool);
 	if (rc) {
