@@ -39,6 +39,8 @@ void (*ap_test_hook_stall)(enum ap_test_stall);
 
 /* A peer that rewrites the head without end must not keep us spinning. */
 #define AP_MAX_RETRIES (1u << 22)
+/* A chain pop whose takes keep failing holds a buffer twice: give up. */
+#define AP_MAX_LOST_TAKES 16u
 
 void ap_fl_count_corruption(const struct ap_freelist *fl, uint64_t n)
 {
@@ -244,6 +246,7 @@ int ap_fl_pop_chain(struct ap_freelist *fl, void *out, void *gens, size_t stride
 	uint64_t h = atomic_load_explicit(&line->head, memory_order_acquire);
 	uint64_t seen[AP_STEP_WORDS];
 	struct ap_step *st;
+	uint32_t lost = 0;
 	int rc = -EUCLEAN;
 
 	*got = 0;
@@ -311,6 +314,16 @@ int ap_fl_pop_chain(struct ap_freelist *fl, void *out, void *gens, size_t stride
 		}
 		if (AP_UNLIKELY(m < min)) {
 			untake(fl, out, stride, m);
+			/*
+			 * A take fails only where a reclaim claimed the
+			 * buffer after our head CAS: rare once, and never
+			 * again and again, unless the chain holds a buffer
+			 * twice (a list a peer made cyclic, pushing one
+			 * buffer twice through a forged record).  Give up
+			 * then, rather than retry AP_MAX_RETRIES times.
+			 */
+			if (++lost >= AP_MAX_LOST_TAKES)
+				break;
 			h = atomic_load_explicit(&line->head, memory_order_acquire);
 			continue;
 		}

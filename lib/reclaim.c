@@ -348,8 +348,11 @@ int ap_reclaim(struct asyncpool *pool)
 				uint32_t i = atomic_load(&st->idx[j]);
 				uint64_t seen = atomic_load(&st->word[j]);
 
-				if (i < fl->count && ap_state_load(&fl->state[i]) == seen &&
-				    unreachable(&r, i))
+				/* A pop records only FREE words: a step that
+				 * names another kind is forged, and would take a
+				 * live holder's lease. */
+				if (i < fl->count && AP_W_KIND(seen) == AP_K_FREE &&
+				    ap_state_load(&fl->state[i]) == seen && unreachable(&r, i))
 					claim(&r, i, seen, s + 1);
 			}
 			atomic_store(&st->count, 0);

@@ -466,11 +466,85 @@ static void attach_reclaim_kill(void)
 		asyncpool_shared_close(h[--n]);
 }
 
+/*
+ * A forged step that names a live holder's LEASED buffer with its word:
+ * a pop records only FREE words, so the reclaim must not take it (it
+ * would hand the holder's buffer to another while the holder writes it).
+ */
+static void forged_leased_step(void)
+{
+	struct asyncpool_lease l;
+	struct ap_attach *a = NULL;
+	uint32_t s;
+	int rc;
+
+	is_int(asyncpool_acquire(pool, &l), 0, "leased step: a lease");
+	for (s = 0; s < AP_ATTACH_SLOTS; s++) {
+		a = layout_attach(sp, s);
+		if (s + 1 != pool->fl.me && AP_ATT_STATE(atomic_load(&a->life)) == AP_ATT_FREE)
+			break;
+	}
+	atomic_store(&a->life, AP_ATT_MAKE(AP_ATT_DEAD, 1));
+	atomic_store(&a->dead_since, 1);
+	atomic_store(&a->step[0].idx[0], l.buffer_index);
+	atomic_store(&a->step[0].word[0], atomic_load(layout_state(sp, l.buffer_index)));
+	atomic_store(&a->step[0].count, 1);
+	rc = asyncpool_reclaim(pool);
+	is_int(rc, 0, "leased step: the reclaim takes nothing");
+	is_int(AP_W_KIND(atomic_load(layout_state(sp, l.buffer_index))), AP_K_LEASED,
+	       "leased step: the buffer is still leased");
+	is_int(asyncpool_release_token(pool, asyncpool_lease_token(&l)), 0,
+	       "leased step: its holder releases it");
+	l.release.fn = NULL;
+	is_int(asyncpool_available(pool), N, "leased step: all back");
+	is_int(asyncpool_check(pool), 0, "leased step: consistent");
+}
+
+static unsigned long chain_attempts;
+
+static void count_attempt(void)
+{
+	chain_attempts++;
+}
+
+/*
+ * A list made cyclic (one buffer pushed twice, as a forged record can
+ * make a reclaim do): a chain pop walks a buffer twice, and its second
+ * take fails.  It gives up at once (-EUCLEAN, a corruption counted), not
+ * after AP_MAX_RETRIES rounds (seconds).
+ */
+static void cyclic_chain(void)
+{
+	struct asyncpool_stats st0, st1;
+	uint64_t tokens[6];
+	uint32_t x, y, z;
+
+	st0.size = st1.size = sizeof(st0);
+	asyncpool_stats(pool, &st0);
+	x = AP_HEAD_INDEX(atomic_load(&pool->fl.line->head));
+	y = atomic_load(&pool->fl.link[x]);
+	z = atomic_load(&pool->fl.link[y]);
+	atomic_store(&pool->fl.link[y], x);
+	chain_attempts = 0;
+	ap_test_hook_before_cas = count_attempt;
+	is_int(asyncpool_acquire_tokens(pool, tokens, 6), -EUCLEAN,
+	       "cyclic list: a bulk acquire of 6 gives -EUCLEAN");
+	ap_test_hook_before_cas = NULL;
+	ok(chain_attempts >= 2 && chain_attempts <= 64,
+	   "cyclic list: it gave up after %lu attempts (at most 64)", chain_attempts);
+	asyncpool_stats(pool, &st1);
+	is_int(st1.corruptions - st0.corruptions, 1, "cyclic list: a corruption counted");
+	/* the peer is gone: put the link back */
+	atomic_store(&pool->fl.link[y], z);
+	is_int(asyncpool_available(pool), N, "cyclic list repaired: all free");
+	is_int(asyncpool_check(pool), 0, "cyclic list repaired: consistent");
+}
+
 int main(void)
 {
 	struct asyncpool_shared_options o;
 
-	plan(7 + 6 + 8 + 4 + 4 + 3 + 5);
+	plan(7 + 6 + 8 + 4 + 4 + 3 + 5 + 6 + 5);
 	shared_options(&o, BS, N);
 	if (asyncpool_shared_create(&o, &sp))
 		bail_out("shared_create");
@@ -484,6 +558,8 @@ int main(void)
 	borrowed_description();
 	quarantine_race();
 	attach_reclaim_kill();
+	forged_leased_step();
+	cyclic_chain();
 	asyncpool_shared_close(sp);
 	return done_testing();
 }
