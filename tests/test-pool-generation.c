@@ -126,8 +126,20 @@ static void header_1_1(struct asyncpool *pool, const char *what)
 	is_int(out(pool), 1, "%s: 1.1 call: the new holder keeps it", what);
 	release_1_1(&m);
 	is_int(out(pool), 0, "%s: 1.1 call: released", what);
+
+	/*
+	 * asyncpool_lease_release_gen() of a lease without a generation
+	 * calls the callback as asyncpool_lease_release() does, with the
+	 * index: a pool releases it by index, and a buffer its cache lent
+	 * (a pool with caches) is found in the caches, not refused.
+	 */
+	is_int(asyncpool_acquire(pool, &m), 0, "%s: release_gen, generation 0: acquire", what);
+	m.generation = 0;
+	asyncpool_lease_release_gen(&m);
+	ok(m.release.fn == NULL && out(pool) == 0 && bad_releases(pool) == bad + 1,
+	   "%s: release_gen, generation 0: released by index (out %zu)", what, out(pool));
 }
-#define HEADER_1_1 6
+#define HEADER_1_1 8
 
 static void token_errors(struct asyncpool *pool)
 {
