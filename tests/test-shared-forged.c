@@ -500,6 +500,27 @@ static void forged_leased_step(void)
 	is_int(asyncpool_check(pool), 0, "leased step: consistent");
 }
 
+/* A forged step naming a buffer far out of range, with a FREE word: the
+ * reclaim checks the index before it reads state[] (no read outside). */
+static void forged_step_index(void)
+{
+	struct ap_attach *a = NULL;
+	uint32_t s;
+
+	for (s = 0; s < AP_ATTACH_SLOTS; s++) {
+		a = layout_attach(sp, s);
+		if (s + 1 != pool->fl.me && AP_ATT_STATE(atomic_load(&a->life)) == AP_ATT_FREE)
+			break;
+	}
+	atomic_store(&a->life, AP_ATT_MAKE(AP_ATT_DEAD, 1));
+	atomic_store(&a->dead_since, 1);
+	atomic_store(&a->step[0].idx[0], 0x7ffffff0u);
+	atomic_store(&a->step[0].word[0], layout_word(AP_K_FREE, 1, 5));
+	atomic_store(&a->step[0].count, 1);
+	is_int(asyncpool_reclaim(pool), 0, "step index out of range: the reclaim takes nothing");
+	is_int(asyncpool_check(pool), 0, "step index out of range: consistent");
+}
+
 static unsigned long chain_attempts;
 
 static void count_attempt(void)
@@ -544,7 +565,7 @@ int main(void)
 {
 	struct asyncpool_shared_options o;
 
-	plan(7 + 6 + 8 + 4 + 4 + 3 + 5 + 6 + 5);
+	plan(7 + 6 + 8 + 4 + 4 + 3 + 5 + 6 + 2 + 5);
 	shared_options(&o, BS, N);
 	if (asyncpool_shared_create(&o, &sp))
 		bail_out("shared_create");
@@ -559,6 +580,7 @@ int main(void)
 	quarantine_race();
 	attach_reclaim_kill();
 	forged_leased_step();
+	forged_step_index();
 	cyclic_chain();
 	asyncpool_shared_close(sp);
 	return done_testing();
