@@ -466,6 +466,25 @@ static void attach_reclaim_kill(void)
 		asyncpool_shared_close(h[--n]);
 }
 
+/* A FREE record, not ours, made DEAD with one step naming idx with word:
+ * what a peer forges.  Returns it. */
+static struct ap_attach *forge_dead_step(uint32_t idx, uint64_t word)
+{
+	struct ap_attach *a = NULL;
+
+	for (uint32_t s = 0; s < AP_ATTACH_SLOTS; s++) {
+		a = layout_attach(sp, s);
+		if (s + 1 != pool->fl.me && AP_ATT_STATE(atomic_load(&a->life)) == AP_ATT_FREE)
+			break;
+	}
+	atomic_store(&a->life, AP_ATT_MAKE(AP_ATT_DEAD, 1));
+	atomic_store(&a->dead_since, 1);
+	atomic_store(&a->step[0].idx[0], idx);
+	atomic_store(&a->step[0].word[0], word);
+	atomic_store(&a->step[0].count, 1);
+	return a;
+}
+
 /*
  * A forged step that names a live holder's LEASED buffer with its word:
  * a pop records only FREE words, so the reclaim must not take it (it
@@ -474,21 +493,10 @@ static void attach_reclaim_kill(void)
 static void forged_leased_step(void)
 {
 	struct asyncpool_lease l;
-	struct ap_attach *a = NULL;
-	uint32_t s;
 	int rc;
 
 	is_int(asyncpool_acquire(pool, &l), 0, "leased step: a lease");
-	for (s = 0; s < AP_ATTACH_SLOTS; s++) {
-		a = layout_attach(sp, s);
-		if (s + 1 != pool->fl.me && AP_ATT_STATE(atomic_load(&a->life)) == AP_ATT_FREE)
-			break;
-	}
-	atomic_store(&a->life, AP_ATT_MAKE(AP_ATT_DEAD, 1));
-	atomic_store(&a->dead_since, 1);
-	atomic_store(&a->step[0].idx[0], l.buffer_index);
-	atomic_store(&a->step[0].word[0], atomic_load(layout_state(sp, l.buffer_index)));
-	atomic_store(&a->step[0].count, 1);
+	forge_dead_step(l.buffer_index, atomic_load(layout_state(sp, l.buffer_index)));
 	rc = asyncpool_reclaim(pool);
 	is_int(rc, 0, "leased step: the reclaim takes nothing");
 	is_int(AP_W_KIND(atomic_load(layout_state(sp, l.buffer_index))), AP_K_LEASED,
@@ -504,19 +512,7 @@ static void forged_leased_step(void)
  * reclaim checks the index before it reads state[] (no read outside). */
 static void forged_step_index(void)
 {
-	struct ap_attach *a = NULL;
-	uint32_t s;
-
-	for (s = 0; s < AP_ATTACH_SLOTS; s++) {
-		a = layout_attach(sp, s);
-		if (s + 1 != pool->fl.me && AP_ATT_STATE(atomic_load(&a->life)) == AP_ATT_FREE)
-			break;
-	}
-	atomic_store(&a->life, AP_ATT_MAKE(AP_ATT_DEAD, 1));
-	atomic_store(&a->dead_since, 1);
-	atomic_store(&a->step[0].idx[0], 0x7ffffff0u);
-	atomic_store(&a->step[0].word[0], layout_word(AP_K_FREE, 1, 5));
-	atomic_store(&a->step[0].count, 1);
+	forge_dead_step(0x7ffffff0u, layout_word(AP_K_FREE, 1, 5));
 	is_int(asyncpool_reclaim(pool), 0, "step index out of range: the reclaim takes nothing");
 	is_int(asyncpool_check(pool), 0, "step index out of range: consistent");
 }
