@@ -237,8 +237,13 @@ AP_EXPORT size_t asyncpool_available(const struct asyncpool *pool)
 	 * only when they next leave their fast path (man asyncpool_available).
 	 */
 	n = ap_fl_free(&pool->fl);
-	if (pool->cache_size)
-		n += ap_cache_count(pool, NULL);
+	if (pool->cache_size) {
+		uint32_t transit;
+
+		/* And releases on their way to the buffer's owner (pool_cache.c). */
+		n += ap_cache_count(pool, NULL, &transit);
+		n += transit;
+	}
 	return n < pool->fl.count ? n : pool->fl.count;
 }
 

@@ -41,6 +41,21 @@
 #include "pool_internal.h"
 
 struct ap_tcache;
+struct ap_inbox;
+
+/*
+ * Releases of buffers that another cache owns, gathered per owner
+ * (pool_cache.c, "Ownership"): a batch goes to its owner's inbox with
+ * one CAS.  A few per thread, by owner id modulo AP_OUTBOXES.
+ */
+#define AP_OUTBOX_BATCH 32u
+#define AP_OUTBOXES     4u
+
+struct ap_outbox {
+	uint32_t owner;
+	uint32_t n;                     /* read by others: relaxed */
+	uint64_t tok[AP_OUTBOX_BATCH];
+};
 
 struct ap_cache {
 	/* Owner thread only, on every operation. */
@@ -53,10 +68,14 @@ struct ap_cache {
 	uint32_t          pad;
 	uint32_t         *gen;          /* gen[j]: the generation of idx[j]'s word */
 	int64_t           lent;         /* lent here less lent ones given back here */
+	uint32_t          id;           /* owner id in the words (local pools that lend) */
+	struct ap_inbox  *box;          /* this owner's inbox, or NULL */
 	/* Under ap_cache_lock. */
 	struct ap_cache  *reg_next;     /* the pool's registry */
 	struct ap_cache **reg_pprev;
 	struct ap_tcache *owner;        /* the owning thread's table */
+	/* Owner thread, inside (a flusher under the lock takes them). */
+	struct ap_outbox  outbox[AP_OUTBOXES];
 	uint32_t          idx[];        /* size entries, then gen's size */
 };
 
@@ -127,12 +146,23 @@ static inline __attribute__((always_inline)) bool
 ap_cache_push(struct asyncpool *pool, struct ap_cache *c, uint32_t n, uint32_t idx, uint32_t gen,
 	      uint32_t *back)
 {
-	/* A pool that lends is local, holder 0: a copy with constants, so
-	 * that the release loops keep their values in registers. */
-	uint32_t kind = AP_LIKELY(pool->fl.lazy) ?
-		ap_state_leased_to_cached(&pool->fl.state[idx], gen, 0, AP_LENT) :
-		ap_state_leased_to_cached(&pool->fl.state[idx], gen, pool->fl.me, AP_NO_LENT);
+	uint32_t kind;
 
+	/*
+	 * A pool that lends: only a buffer this cache owns and lent, with a
+	 * load and a store (buffer_state.h, "Ownership").  Anything else
+	 * (another owner's, a lease popped straight from the freelist, a
+	 * stale copy) is left to the slow path.
+	 */
+	if (AP_LIKELY(pool->fl.lazy)) {
+		if (AP_UNLIKELY(!ap_state_owner_back(&pool->fl.state[idx], c->id, gen)))
+			return false;
+		c->idx[n] = idx;
+		c->gen[n] = ap_gen_next(gen);
+		++*back;
+		return true;
+	}
+	kind = ap_state_leased_to_cached(&pool->fl.state[idx], gen, pool->fl.me, AP_NO_LENT);
 	if (AP_UNLIKELY(!kind))
 		return false;
 	c->idx[n] = idx;
@@ -181,7 +211,26 @@ struct ap_cache *ap_cache_of(struct asyncpool *pool);
 void ap_cache_flush_batch(struct ap_cache *c);
 uint32_t ap_cache_uncache(struct asyncpool *pool, uint32_t *v, uint32_t *gens, uint32_t k);
 int ap_cache_release(struct asyncpool *pool, uint32_t idx, uint32_t gen);
-uint32_t ap_cache_lease_gen(struct asyncpool *pool, uint32_t idx);
+/*
+ * Fill the calling thread's empty or part-full cache c (entered) to at
+ * least min and at most max entries: its inbox, a depot batch, the
+ * freelist.  0 or -errno (c->n as it got).
+ */
+int ap_cache_fill(struct asyncpool *pool, struct ap_cache *c, uint32_t min, uint32_t max);
+/*
+ * A release of a pool that lends which the fast path did not take (the
+ * caller is outside its cache): 0, or -EALREADY (refused, counted).
+ */
+int ap_owner_release(struct asyncpool *pool, uint32_t idx, uint32_t gen);
+/*
+ * A release (adopt false) or an adoption (true: *newgen) of a lent
+ * buffer, by index (gen 0) or of generation gen, with every owner of
+ * the process stopped: the kind the word had (AP_K_CACHED), 0 if
+ * refused, -1 if the word is LEASED (lent by no one: the caller's
+ * usual CAS decides).
+ */
+int ap_cache_claim_lent(struct asyncpool *pool, uint32_t idx, uint32_t gen, bool adopt,
+			uint32_t *newgen);
 
 /*
  * pool_depot.c: a local pool's depot of full batches, between its

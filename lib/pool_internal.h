@@ -52,6 +52,11 @@ struct asyncpool {
 	_Atomic uint64_t         reclaim_after; /* no automatic reclaim before (coarse ns) */
 	_Atomic bool             reclaiming;    /* a thread of this handle is in ap_reclaim */
 	struct ap_depot         *depot;         /* a local pool's, with caches (pool_depot.c) */
+	/* Owners' inboxes of a pool whose caches lend, by owner id (1..;
+	 * pool_cache.c): a fixed table, so that senders read it unlocked. */
+	struct ap_inbox        **boxes;
+	_Atomic uint32_t         box_count;     /* ids handed out so far, + 1 */
+	uint32_t                 box_cap;       /* tokens per inbox */
 	/* Regions of the same slab on other proactors, held until destroy
 	 * (asyncpool_options.siblings, pool_options.c). */
 	struct asyncpool_region **siblings;
@@ -91,7 +96,7 @@ void ap_pool_recycle(void *ctx, uint64_t token);
 void ap_cache_recycle(void *ctx, uint64_t token);
 int  ap_cache_acquire_slow(struct asyncpool *pool, struct asyncpool_lease *out);
 int  ap_cache_destroy(struct asyncpool *pool);
-uint32_t ap_cache_count(const struct asyncpool *pool, int64_t *lent);
+uint32_t ap_cache_count(const struct asyncpool *pool, int64_t *lent, uint32_t *transit);
 int  ap_pool_cache_init(struct asyncpool *pool, uint32_t cache_size);
 int  ap_cache_flush_others(struct asyncpool *pool, bool force);
 void ap_cache_wait_begin(struct asyncpool *pool);
