@@ -181,13 +181,28 @@ static int acquire_leases(struct asyncpool *pool, struct ap_cache *c,
 	return 0;
 }
 
+/*
+ * A bulk acquire that found the pool short: the other threads' caches,
+ * and releases on their way to an owner, come back (as for a single
+ * acquire, pool_cache.c), then one more try.  1 to try again.
+ */
+static int bulk_short(struct asyncpool *pool, int rc)
+{
+	return rc == -ENOBUFS && pool->cache_size && ap_cache_flush_others(pool, false) > 0;
+}
+
 AP_EXPORT int asyncpool_acquire_bulk(struct asyncpool *pool, struct asyncpool_lease *leases,
 				     unsigned int n)
 {
 	struct ap_cache *c;
 	int rc = bulk_begin(pool, leases, n, &c);
 
-	return rc <= 0 ? rc : acquire_leases(pool, c, leases, n);
+	if (rc <= 0)
+		return rc;
+	rc = acquire_leases(pool, c, leases, n);
+	if (bulk_short(pool, rc) && bulk_begin(pool, leases, n, &c) > 0)
+		rc = acquire_leases(pool, c, leases, n);
+	return rc;
 }
 
 /* Whether lease l continues a run of leases of pool with callback fn. */
@@ -581,7 +596,12 @@ AP_EXPORT int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens,
 	struct ap_cache *c;
 	int rc = bulk_begin(pool, tokens, n, &c);
 
-	return rc <= 0 ? rc : acquire_tokens(pool, c, tokens, n);
+	if (rc <= 0)
+		return rc;
+	rc = acquire_tokens(pool, c, tokens, n);
+	if (bulk_short(pool, rc) && bulk_begin(pool, tokens, n, &c) > 0)
+		rc = acquire_tokens(pool, c, tokens, n);
+	return rc;
 }
 
 AP_EXPORT int asyncpool_release_tokens(struct asyncpool *pool, const uint64_t *tokens,

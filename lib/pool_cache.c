@@ -550,6 +550,9 @@ int ap_cache_acquire_slow(struct asyncpool *pool, struct asyncpool_lease *out)
 	int rc;
 
 	ap_cache_honour_flush(pool);
+	if (pool->boxes && ap_tc_last->pool == pool)
+		/* Its cache ran dry: what it released for others goes now. */
+		owner_send_all(pool, ap_tc_last);
 	rc = cache_acquire_once(pool, out);
 	if (rc == -ENOBUFS) {
 		if (pool->shared)
@@ -1082,12 +1085,10 @@ static bool owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max
 		uint32_t idx = AP_TOKEN_INDEX(tok), g = AP_TOKEN_GEN(tok), n = ap_cache_n(c);
 
 		k++;
-#ifndef AP_MUTANT_NO_DRAIN_CHECK
 		if (idx >= pool->fl.count || !ap_state_owner_back(&pool->fl.state[idx], c->id, g)) {
 			bad++;
 			continue;
 		}
-#endif
 		if (n == c->size) {
 			ap_cache_flush_batch(c);
 			n = ap_cache_n(c);
@@ -1296,13 +1297,13 @@ int ap_owner_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 		ap_cache_leave(c);
 		return 0;
 	}
-	/* Checked; the owner decides (a racing copy is counted then). */
+	/*
+	 * Checked; the owner decides (a racing copy is counted then).  An
+	 * owner that exited is seen when the batch is sent (owner_send):
+	 * a look at orphan here would read the line the owner writes on
+	 * every look at its inbox, once per release.
+	 */
 	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
-	if (atomic_load_explicit(&b->orphan, memory_order_acquire)) {
-		if (inside)
-			ap_cache_leave(c);
-		return other_apply(pool, tok) ? 0 : -EALREADY;
-	}
 	if (!inside)
 		return owner_send(pool, o, &tok, 1, false);
 	ob = &c->outbox[o % AP_OUTBOXES];

@@ -1,0 +1,400 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Ownership (issue 22, lib/pool_cache.c "Ownership"): in a local pool
+ * with caches, the cache that lent a buffer decides every release of
+ * it; a release on another thread is sent to it.  Each case states one
+ * promise of asyncpool_release_token(3) and asyncpool_lease_release(3):
+ *
+ *  - local against remote: the owner releases one copy of a lease while
+ *    another thread has checked a second copy and is about to send it
+ *    (a stall point holds it there); then the other order.  Exactly one
+ *    is taken, the other is counted once the owner looks at its inbox.
+ *  - a stale copy is refused at once (-ESTALE), on any thread.
+ *  - in transit: a release gathered in a thread's outbox, not yet sent,
+ *    is counted by asyncpool_available(); a release by index of it is
+ *    refused (it was released); a flush of every cache delivers it.
+ *  - the owner exits with lent buffers, and with a batch for it still in
+ *    another thread's outbox: everything comes back, and a bulk acquire
+ *    of the whole pool gets it without -ENOBUFS.
+ *  - a releasing thread exits with its outbox full of another owner's
+ *    releases: its exit sends them.
+ *  - a waiter sleeps while every buffer is lent by another thread's
+ *    cache; a release on a third thread goes to the owner's inbox and
+ *    wakes it.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <asyncpool.h>
+#include "tap.h"
+#include "testutil.h"
+#include "hooks.h"
+
+#define CAP 64
+#define CACHE 16
+
+static struct asyncpool_proactor *proactor;
+
+static uint64_t empties(struct asyncpool *p)
+{
+	struct asyncpool_stats st = { .size = sizeof(st) };
+
+	asyncpool_stats(p, &st);
+	return st.empty;
+}
+
+static void whole(struct asyncpool *p, const char *what)
+{
+	is_int(asyncpool_cache_flush_all(p), 0, "%s: flush_all", what);
+	is_int(asyncpool_check(p), 0, "%s: the audit is clean", what);
+	is_int(asyncpool_available(p), CAP, "%s: every buffer free once", what);
+}
+
+/* ---- local against remote ---- */
+
+static struct {
+	struct asyncpool *pool;
+	uint64_t token;
+	int rc;
+	_Atomic int stalled, go;
+} lr;
+
+static __thread bool stall_me;
+
+static void lr_stall(enum ap_test_stall p)
+{
+	if (p != AP_TS_CACHE_CLAIM || !stall_me)
+		return;
+	stall_me = false;
+	atomic_store(&lr.stalled, 1);
+	while (!atomic_load(&lr.go))
+		sched_yield();
+}
+
+static void *remote_release(void *arg)
+{
+	stall_me = arg != NULL;
+	lr.rc = asyncpool_release_token(lr.pool, lr.token);
+	asyncpool_cache_flush(lr.pool);         /* sends what it gathered */
+	return NULL;
+}
+
+static void local_against_remote(bool remote_first)
+{
+	const char *what = remote_first ? "remote sent first" : "remote stalled after its check";
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool_lease l;
+	pthread_t t;
+	int rc;
+
+	lr.pool = p;
+	atomic_store(&lr.stalled, 0);
+	atomic_store(&lr.go, 0);
+	is_int(asyncpool_acquire(p, &l), 0, "%s: the owner acquires", what);
+	lr.token = asyncpool_lease_token(&l);
+	if (remote_first) {
+		/* The remote copy is in the owner's inbox before it releases. */
+		pthread_create(&t, NULL, remote_release, NULL);
+		pthread_join(t, NULL);
+		rc = asyncpool_release_token(p, lr.token);
+	} else {
+		ap_test_hook_stall = lr_stall;
+		pthread_create(&t, NULL, remote_release, (void *)1);
+		while (!atomic_load(&lr.stalled))
+			sched_yield();
+		rc = asyncpool_release_token(p, lr.token);
+		atomic_store(&lr.go, 1);
+		pthread_join(t, NULL);
+		ap_test_hook_stall = NULL;
+	}
+	is_int(rc, 0, "%s: the owner's release is taken", what);
+	is_int(lr.rc, 0, "%s: the remote copy was checked and sent", what);
+	is_int(bad_releases(p), 0, "%s: nothing refused before the owner looks", what);
+	/* The owner looks at its inbox when it next refills or flushes. */
+	is_int(asyncpool_cache_flush(p), 0, "%s: the owner flushes", what);
+	is_int(bad_releases(p), 1, "%s: the owner refused the other copy, counted once", what);
+	whole(p, what);
+	is_int(asyncpool_destroy(p), 0, "%s: destroy", what);
+}
+
+/* ---- a stale copy is refused at once ---- */
+
+static void *stale_release(void *arg)
+{
+	lr.rc = asyncpool_release_token(lr.pool, (uint64_t)(uintptr_t)arg);
+	return NULL;
+}
+
+static void stale_at_once(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool_lease l;
+	uint64_t tok;
+	pthread_t t;
+
+	lr.pool = p;
+	asyncpool_acquire(p, &l);
+	tok = asyncpool_lease_token(&l);
+	asyncpool_lease_release(&l);
+	is_int(asyncpool_release_token(p, tok), -ESTALE, "stale: the owner's thread: ESTALE");
+	pthread_create(&t, NULL, stale_release, (void *)(uintptr_t)tok);
+	pthread_join(t, NULL);
+	is_int(lr.rc, -ESTALE, "stale: another thread: ESTALE at once, not sent");
+	is_int(bad_releases(p), 2, "stale: both counted");
+	whole(p, "stale");
+	is_int(asyncpool_destroy(p), 0, "stale: destroy");
+}
+
+/* ---- in transit ---- */
+
+static struct {
+	struct asyncpool *pool;
+	uint64_t tok[CAP];
+	unsigned n;
+	_Atomic int phase;
+} tr;
+
+/* Releases tr.n tokens and keeps its thread alive (its outbox with them) until phase 2. */
+static void *transit_releaser(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; i < tr.n; i++)
+		if (asyncpool_release_token(tr.pool, tr.tok[i]))
+			return (void *)1;
+	atomic_store(&tr.phase, 1);
+	while (atomic_load(&tr.phase) != 2)
+		sched_yield();
+	return NULL;
+}
+
+static void in_transit(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool_lease l[4];
+	pthread_t t;
+	void *res;
+
+	tr.pool = p;
+	tr.n = 4;
+	atomic_store(&tr.phase, 0);
+	is_int(asyncpool_acquire_bulk(p, l, 4), 0, "transit: the owner acquires 4");
+	for (unsigned i = 0; i < 4; i++)
+		tr.tok[i] = asyncpool_lease_token(&l[i]);
+	pthread_create(&t, NULL, transit_releaser, NULL);
+	while (atomic_load(&tr.phase) != 1)
+		sched_yield();
+	/* 4 releases wait in the releaser's outbox (a batch is 32). */
+	is_int(asyncpool_available(p), CAP, "transit: available counts releases on their way");
+	is_int(asyncpool_release_index(p, l[0].buffer_index), -EALREADY,
+	       "transit: a release by index of one released already: EALREADY");
+	is_int(bad_releases(p), 1, "transit: counted");
+	is_int(asyncpool_check(p), 0, "transit: the audit is clean");
+	atomic_store(&tr.phase, 2);
+	pthread_join(t, &res);
+	is_int((intptr_t)res, 0, "transit: the releases were taken");
+	whole(p, "transit");
+	for (unsigned i = 0; i < 4; i++)
+		l[i].release.fn = NULL;         /* released by token above */
+	is_int(asyncpool_destroy(p), 0, "transit: destroy");
+}
+
+/* ---- the owner exits ---- */
+
+/* Lends tr.n buffers from its own cache, then waits for phase 2 (or exits at once). */
+static void *lender(void *arg)
+{
+	for (unsigned i = 0; i < tr.n; i++) {
+		struct asyncpool_lease l;
+
+		if (asyncpool_acquire(tr.pool, &l))
+			return (void *)1;
+		tr.tok[i] = asyncpool_lease_token(&l);
+	}
+	atomic_store(&tr.phase, 1);
+	while (arg && atomic_load(&tr.phase) != 2)
+		sched_yield();
+	return NULL;
+}
+
+/* Releases tokens [from, from + 8): they wait in its outbox; flushes at phase 3. */
+static _Atomic int gathered;
+
+static void *gather_then_flush(void *arg)
+{
+	unsigned from = (unsigned)(uintptr_t)arg;
+
+	for (unsigned i = from; i < from + 8; i++)
+		if (asyncpool_release_token(tr.pool, tr.tok[i]))
+			return (void *)1;
+	atomic_store(&gathered, 1);
+	while (atomic_load(&tr.phase) != 3)
+		sched_yield();
+	/* Its batch goes to an owner that has exited (orphan). */
+	asyncpool_cache_flush(tr.pool);
+	return NULL;
+}
+
+/* Releases tokens [from, from + 8) and exits: its exit sends them. */
+static void *gather_then_exit(void *arg)
+{
+	unsigned from = (unsigned)(uintptr_t)arg;
+
+	for (unsigned i = from; i < from + 8; i++)
+		if (asyncpool_release_token(tr.pool, tr.tok[i]))
+			return (void *)1;
+	return NULL;
+}
+
+static void owner_exits(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool_lease all[CAP];
+	pthread_t o, g, x;
+	void *res, *gres, *xres;
+
+	tr.pool = p;
+	tr.n = 40;
+	atomic_store(&tr.phase, 0);
+	atomic_store(&gathered, 0);
+	pthread_create(&o, NULL, lender, (void *)1);
+	while (atomic_load(&tr.phase) != 1)
+		sched_yield();
+	/* 8 releases for the owner wait in g's outbox while it lives... */
+	pthread_create(&g, NULL, gather_then_flush, (void *)0);
+	while (!atomic_load(&gathered))
+		sched_yield();
+	/* ...8 more are sent by x's exit, to the live owner's inbox... */
+	pthread_create(&x, NULL, gather_then_exit, (void *)8);
+	pthread_join(x, &xres);
+	is_int((intptr_t)xres, 0, "owner exits: 8 released on a thread that exited");
+	/* ...then the owner exits, with 24 still lent, 8 in its inbox, 8 for it in g's outbox. */
+	atomic_store(&tr.phase, 2);
+	pthread_join(o, &res);
+	is_int((intptr_t)res, 0, "owner exits: it lent 40");
+	atomic_store(&tr.phase, 3);
+	pthread_join(g, &gres);
+	is_int((intptr_t)gres, 0, "owner exits: 8 gathered before it exited, sent after");
+	/* The 24 still lent, released here after the owner is gone. */
+	for (unsigned i = 16; i < 40; i++)
+		if (asyncpool_release_token(p, tr.tok[i]))
+			ok(0, "owner exits: release %u after the owner exited", i);
+	is_int(bad_releases(p), 0, "owner exits: nothing refused");
+	/* Nothing left anywhere but the freelist and this thread's cache. */
+	is_int(asyncpool_acquire_bulk(p, all, CAP), 0,
+	       "owner exits: a bulk acquire of the whole pool, no ENOBUFS");
+	asyncpool_release_bulk(all, CAP);
+	whole(p, "owner exits");
+	is_int(asyncpool_destroy(p), 0, "owner exits: destroy");
+}
+
+/* ---- waiter ---- */
+
+static struct {
+	struct asyncpool *pool;
+	_Atomic pid_t tid;
+	int rc;
+	uint64_t tok[CAP];
+} wt;
+
+static void *waiter(void *arg)
+{
+	struct asyncpool_lease l;
+
+	(void)arg;
+	atomic_store(&wt.tid, (pid_t)syscall(SYS_gettid));
+	wt.rc = asyncpool_acquire_wait(wt.pool, &l, tap_watchdog_bound(30) * 1000000000ll);
+	if (!wt.rc)
+		asyncpool_lease_release(&l);
+	return NULL;
+}
+
+static void *lend_all(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; i < CAP; i++) {
+		struct asyncpool_lease l;
+
+		if (asyncpool_acquire(wt.pool, &l))
+			return (void *)1;
+		wt.tok[i] = asyncpool_lease_token(&l);
+	}
+	atomic_store(&tr.phase, 1);
+	while (atomic_load(&tr.phase) != 2)
+		sched_yield();
+	return NULL;
+}
+
+/* The thread is asleep in the kernel (state S): the waiter is in futex_wait. */
+static bool asleep(pid_t tid)
+{
+	char path[64], buf[256], *p;
+	FILE *f;
+	bool s = false;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) && p[1] == ' ')
+		s = p[2] == 'S';
+	fclose(f);
+	return s;
+}
+
+static void waiter_wakes(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	pthread_t o, w;
+	uint64_t e;
+	void *res;
+
+	wt.pool = p;
+	atomic_store(&tr.phase, 0);
+	atomic_store(&wt.tid, 0);
+	/* Another thread's cache lends all 64, and that thread stays. */
+	pthread_create(&o, NULL, lend_all, NULL);
+	while (atomic_load(&tr.phase) != 1)
+		sched_yield();
+	e = empties(p);
+	pthread_create(&w, NULL, waiter, NULL);
+	while (!atomic_load(&wt.tid) || empties(p) == e || !asleep(atomic_load(&wt.tid)))
+		usleep(1000);
+	/* This thread releases one: it goes to the owner's inbox. */
+	is_int(asyncpool_release_token(p, wt.tok[0]), 0, "waiter: a release sent to the owner");
+	pthread_join(w, NULL);
+	is_int(wt.rc, 0, "waiter: woken, it got the buffer that came back through the inbox");
+	atomic_store(&tr.phase, 2);
+	pthread_join(o, &res);
+	is_int((intptr_t)res, 0, "waiter: the owner lent all");
+	for (unsigned i = 1; i < CAP; i++)
+		if (asyncpool_release_token(p, wt.tok[i]))
+			ok(0, "waiter: release %u", i);
+	whole(p, "waiter");
+	is_int(bad_releases(p), 0, "waiter: nothing refused");
+	is_int(asyncpool_destroy(p), 0, "waiter: destroy");
+}
+
+int main(void)
+{
+	if (asyncpool_proactor_create_memory(&proactor))
+		bail_out("proactor");
+	local_against_remote(false);
+	local_against_remote(true);
+	stale_at_once();
+	in_transit();
+	owner_exits();
+	waiter_wakes();
+	asyncpool_proactor_destroy(proactor);
+	return done_testing();
+}
