@@ -24,7 +24,9 @@
  *   the whole word, so exactly one release of a lease wins, and a stale
  *   copy (an older generation) never does, raced or not.
  * - A release into a cache is a CAS too, so that of two copies of a
- *   lease released at the same instant into two caches exactly one wins.
+ *   lease released at the same instant into two caches exactly one wins;
+ *   except where the word has an owner (below): then only the owner
+ *   writes it, and decides the copies one after the other.
  * - A dead holder's LEASED, CACHED and unlinked FREE words are claimed
  *   by a reclaim (reclaim.c), by CAS.  A process's own CACHED words only
  *   it or its reclaimer (once it is dead) touch, so cached_to_leased
@@ -50,8 +52,13 @@
  * a CACHED g word, holder 0, as it accepts LEASED g; a stale copy (an
  * older generation) is refused as ever.  A CACHED word alone no longer
  * tells a cached buffer from a lent one: what must know by index alone
- * asks the caches (ap_cache_lease_gen()).  Shared pools keep the store:
- * another process cannot ask our caches.
+ * asks the caches with every owner stopped (ap_cache_claim_lent()).
+ * Shared pools keep the store: another process cannot ask our caches.
+ *
+ * Owned (issue 22): such a word also names the cache that holds or lent
+ * it (ap_owned_word() below), and only that cache writes it, with a load
+ * and a store: its own release (ap_state_owner_back), and the releases
+ * other threads send it (pool_inbox.h, pool_cache.c "Ownership").
  */
 #ifndef ASYNCPOOL_BUFFER_STATE_H
 #define ASYNCPOOL_BUFFER_STATE_H
@@ -94,7 +101,7 @@ static inline bool ap_state_take(ap_word *s, uint64_t seen, uint32_t kind, uint3
 }
 
 /*
- * Ownership (issue 22, lib/pool_owner.c): in a local pool whose caches
+ * Ownership (issue 22, pool_cache.c "Ownership"): in a local pool whose caches
  * lend, a CACHED word also names its owner, the cache id of the thread
  * whose cache holds it or lent it, in bits 32-54 (zero in every other
  * word, and in every word of a shared pool).  Only the owner writes

@@ -7,7 +7,9 @@
  * Acquire pops from it: in a local pool it lends the buffer without a
  * store to its state (buffer_state.h, "lent"), in a shared pool it
  * marks it leased with a plain store.  Release claims the buffer's
- * state by a CAS, then pushes it; only a refill (the cache is empty) or a flush
+ * state by a CAS, then pushes it (a shared pool), or, in a local pool,
+ * the cache that owns the buffer decides it with a load and a store
+ * (pool_cache.c, "Ownership"); only a refill (the cache is empty) or a flush
  * (it is full) leaves the thread, moving cache_batch buffers with one
  * CAS: through a local pool's depot (pool_depot.c) as an array, else
  * through the freelist's head as a chain.  A cached buffer's state is CACHED (buffer_state.h):
