@@ -594,8 +594,15 @@ static int acquire_tokens(struct asyncpool *pool, struct ap_cache *c, uint64_t *
 AP_EXPORT int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens, unsigned int n)
 {
 	struct ap_cache *c;
-	int rc = bulk_begin(pool, tokens, n, &c);
+	uint32_t idx, gen;
+	int rc;
 
+	/* One token, from the calling thread's cache: as asyncpool_acquire(). */
+	if (AP_LIKELY(n == 1 && tokens && ap_cache_take_gen(pool, &idx, &gen))) {
+		tokens[0] = AP_TOKEN_MAKE(gen, idx);
+		return 0;
+	}
+	rc = bulk_begin(pool, tokens, n, &c);
 	if (rc <= 0)
 		return rc;
 	rc = acquire_tokens(pool, c, tokens, n);

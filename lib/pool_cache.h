@@ -181,7 +181,8 @@ ap_cache_push(struct asyncpool *pool, struct ap_cache *c, uint32_t n, uint32_t i
  * that is not in the cached state is left to the slow path, which drops
  * it and counts a corruption.
  */
-static inline bool ap_cache_take(struct asyncpool *pool, struct asyncpool_lease *out)
+static inline __attribute__((always_inline)) bool ap_cache_take_gen(struct asyncpool *pool,
+								     uint32_t *idx, uint32_t *gen)
 {
 	struct ap_cache *c = ap_tc_last;
 	uint32_t n;
@@ -191,19 +192,28 @@ static inline bool ap_cache_take(struct asyncpool *pool, struct asyncpool_lease 
 		/* n only once inside: a flusher may have emptied it. */
 		if (AP_LIKELY((n = c->n) != 0)) {
 			/* In range: the refill or release that cached it checked it. */
-			uint32_t gen, lent = 0;
+			uint32_t lent = 0;
 
-			if (AP_LIKELY((gen = ap_cache_lend(pool, c, n - 1, &lent)))) {
-				uint32_t idx = c->idx[n - 1];
-
+			if (AP_LIKELY((*gen = ap_cache_lend(pool, c, n - 1, &lent)))) {
+				*idx = c->idx[n - 1];
 				ap_cache_add_lent(c, lent);
 				ap_cache_set_n(c, n - 1);
 				ap_cache_leave(c);
-				ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);
 				return true;
 			}
 		}
 		ap_cache_leave(c);
+	}
+	return false;
+}
+
+static inline bool ap_cache_take(struct asyncpool *pool, struct asyncpool_lease *out)
+{
+	uint32_t idx, gen;
+
+	if (AP_LIKELY(ap_cache_take_gen(pool, &idx, &gen))) {
+		ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);
+		return true;
 	}
 	return false;
 }

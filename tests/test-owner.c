@@ -128,6 +128,52 @@ static void local_against_remote(bool remote_first)
 	is_int(asyncpool_destroy(p), 0, "%s: destroy", what);
 }
 
+/* ---- a copy settled after the owner lent the buffer again ---- */
+
+static _Atomic int held_phase;
+
+/* Releases lr.token (a copy): it waits in this thread's outbox until phase 2. */
+static void *hold_copy(void *arg)
+{
+	(void)arg;
+	lr.rc = asyncpool_release_token(lr.pool, lr.token);
+	atomic_store(&held_phase, 1);
+	while (atomic_load(&held_phase) != 2)
+		sched_yield();
+	return NULL;
+}
+
+static void settled_late(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool_lease l, again;
+	pthread_t t;
+
+	lr.pool = p;
+	atomic_store(&held_phase, 0);
+	asyncpool_acquire(p, &l);
+	lr.token = asyncpool_lease_token(&l);
+	pthread_create(&t, NULL, hold_copy, NULL);
+	while (!atomic_load(&held_phase))
+		sched_yield();
+	is_int(lr.rc, 0, "settled late: a copy gathered in another thread's outbox");
+	/* The owner releases its copy and lends the buffer again (its cache is LIFO). */
+	is_int(asyncpool_release_token(p, lr.token), 0, "settled late: the owner's copy is taken");
+	is_int(asyncpool_acquire(p, &again), 0, "settled late: acquired again");
+	is_int(again.buffer_index, l.buffer_index, "settled late: the same buffer, lent again");
+	/* A flush of every cache decides the gathered copy, by CAS, now. */
+	is_int(asyncpool_cache_flush_all(p), 0, "settled late: flush_all");
+	is_int(bad_releases(p), 1, "settled late: the old copy was refused");
+	is_int(asyncpool_release_token(p, asyncpool_lease_token(&again)), 0,
+	       "settled late: the new lease is still the holder's");
+	again.release.fn = NULL;
+	l.release.fn = NULL;
+	atomic_store(&held_phase, 2);
+	pthread_join(t, NULL);
+	whole(p, "settled late");
+	is_int(asyncpool_destroy(p), 0, "settled late: destroy");
+}
+
 /* ---- a stale copy is refused at once ---- */
 
 static void *stale_release(void *arg)
@@ -392,6 +438,7 @@ int main(void)
 	local_against_remote(false);
 	local_against_remote(true);
 	stale_at_once();
+	settled_late();
 	in_transit();
 	owner_exits();
 	waiter_wakes();
