@@ -72,6 +72,8 @@ uint32_t ap_cache_uncache(struct asyncpool *pool, uint32_t *v, uint32_t *gens, u
 	uint32_t kept = 0, dropped = 0;
 
 	for (uint32_t j = 0; j < k; j++) {
+		if (pool->owner_of)     /* to the freelist: no owner */
+			atomic_store_explicit(&pool->owner_of[v[j]], 0, memory_order_relaxed);
 		if (AP_LIKELY(ap_state_uncache(&pool->fl.state[v[j]], pool->fl.me, gens[j]))) {
 			gens[kept] = gens[j];
 			v[kept++] = v[j];
@@ -301,8 +303,10 @@ __attribute__((noinline)) void ap_cache_flush_batch(struct ap_cache *c)
 /* The buffers at entries [from, to) of cache c are its own now. */
 static void cache_own(struct asyncpool *pool, struct ap_cache *c, uint32_t from, uint32_t to)
 {
-	for (uint32_t j = from; j < to; j++)
+	for (uint32_t j = from; j < to; j++) {
 		ap_state_own(&pool->fl.state[c->idx[j]], c->id);
+		atomic_store_explicit(&pool->owner_of[c->idx[j]], c->id, memory_order_relaxed);
+	}
 }
 
 int ap_cache_fill(struct asyncpool *pool, struct ap_cache *c, uint32_t min, uint32_t max)
@@ -595,7 +599,10 @@ int ap_cache_destroy(struct asyncpool *pool)
 		for (uint32_t o = 1; o < pool->box_count; o++)
 			free(pool->boxes[o]);
 		free(pool->boxes);
+		free((void *)pool->owner_of);
+		free((void *)pool->released);
 		pool->boxes = NULL;
+		pool->owner_of = pool->released = NULL;
 	}
 	if (pool->cached_pprev) {
 		*pool->cached_pprev = pool->cached_next;
@@ -929,6 +936,7 @@ int ap_cache_claim_lent(struct asyncpool *pool, uint32_t idx, uint32_t gen, bool
 			goto out;
 		}
 	}
+	atomic_store_explicit(&pool->owner_of[idx], 0, memory_order_relaxed);
 	owner_lent_back(pool, AP_W_OWNER(w));
 	kind = AP_K_CACHED;
 out:
@@ -972,8 +980,16 @@ static int owner_table_init(struct asyncpool *pool)
 	while (cap < pool->fl.count && cap < 4096)
 		cap *= 2;
 	pool->boxes = calloc(AP_OWNERS_MAX, sizeof(*pool->boxes));
-	if (!pool->boxes)
+	pool->owner_of = calloc(pool->fl.count, sizeof(*pool->owner_of));
+	pool->released = calloc(pool->fl.count, sizeof(*pool->released));
+	if (!pool->boxes || !pool->owner_of || !pool->released) {
+		free(pool->boxes);
+		free((void *)pool->owner_of);
+		free((void *)pool->released);
+		pool->boxes = NULL;
+		pool->owner_of = pool->released = NULL;
 		return -ENOMEM;
+	}
 	pool->box_cap = cap;
 	atomic_store_explicit(&pool->box_count, 1, memory_order_relaxed);
 	return 0;
@@ -1046,6 +1062,7 @@ static bool other_apply(struct asyncpool *pool, uint64_t tok)
 	kind = ap_state_claim_leased_was(&pool->fl.state[idx], gen, pool->fl.me, AP_LENT, &was);
 	if (!kind)
 		goto bad;
+	atomic_store_explicit(&pool->owner_of[idx], 0, memory_order_relaxed);
 	if (ap_fl_push(&pool->fl, idx)) {
 		ap_state_unclaim(&pool->fl.state[idx], was);
 		goto bad;
@@ -1258,7 +1275,6 @@ int ap_owner_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 	uint64_t batch[AP_OUTBOX_BATCH];
 	uint32_t o, n, sent = 0, to = 0;
 	struct ap_outbox *ob;
-	struct ap_inbox *b;
 	struct ap_cache *c;
 	bool inside;
 	ap_word *s;
@@ -1270,33 +1286,38 @@ int ap_owner_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 	inside = c && c->box && ap_cache_enter(c);
 	if (inside)
 		AP_TEST_STALL(AP_TS_OWNER_INSIDE);
-	w = ap_state_load(s);
-	o = AP_W_OWNER(w);
-	if (AP_W_KIND(w) == AP_K_LEASED) {
-		/* Lent by no one: into our cache by CAS, or to the freelist. */
-		if (inside) {
-			n = ap_cache_n(c);
-			if (n == c->size) {
-				ap_cache_flush_batch(c);
+	o = atomic_load_explicit(&pool->owner_of[idx], memory_order_relaxed);
+	if (!o || (inside && c->id == o)) {
+		/*
+		 * No owner (a lease popped straight from the freelist), or
+		 * ours: the word says what it is.  Another owner's is known
+		 * by the hints alone, so that its line stays with its owner.
+		 */
+		w = ap_state_load(s);
+		o = AP_W_OWNER(w);
+		if (AP_W_KIND(w) == AP_K_LEASED) {
+			/* Lent by no one: into our cache by CAS, or to the freelist. */
+			if (inside) {
 				n = ap_cache_n(c);
-			}
-			if (ap_state_leased_to_owned(s, gen, c->id)) {
-				c->idx[n] = idx;
-				c->gen[n] = ap_gen_next(gen);
-				ap_cache_set_n(c, n + 1);
+				if (n == c->size) {
+					ap_cache_flush_batch(c);
+					n = ap_cache_n(c);
+				}
+				if (ap_state_leased_to_owned(s, gen, c->id)) {
+					atomic_store_explicit(&pool->owner_of[idx], c->id,
+							      memory_order_relaxed);
+					c->idx[n] = idx;
+					c->gen[n] = ap_gen_next(gen);
+					ap_cache_set_n(c, n + 1);
+					ap_cache_leave(c);
+					return 0;
+				}
 				ap_cache_leave(c);
-				return 0;
 			}
-			ap_cache_leave(c);
+			return ap_fl_release(&pool->fl, idx, gen);
 		}
-		return ap_fl_release(&pool->fl, idx, gen);
-	}
-	if (w != ap_owned_word(o, gen) || !gen || !(b = box_of(pool, o))) {
-		/* Stale or double already: refused now. */
-		if (inside)
-			ap_cache_leave(c);
-		ap_fl_count_bad_release(&pool->fl, 1);
-		return -EALREADY;
+		if (w != ap_owned_word(o, gen) || !gen || !box_of(pool, o))
+			goto stale;
 	}
 	if (inside && c->id == o) {
 		/* Ours, and the fast path found the cache full. */
@@ -1305,11 +1326,9 @@ int ap_owner_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 			ap_cache_flush_batch(c);
 			n = ap_cache_n(c);
 		}
-		if (!ap_state_owner_back(s, o, gen)) {
-			ap_cache_leave(c);
-			ap_fl_count_bad_release(&pool->fl, 1);
-			return -EALREADY;
-		}
+		if (!ap_state_owner_back(s, o, gen))
+			goto stale;
+		atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
 		c->idx[n] = idx;
 		c->gen[n] = ap_gen_next(gen);
 		ap_cache_set_n(c, n + 1);
@@ -1318,12 +1337,17 @@ int ap_owner_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 		return 0;
 	}
 	/*
-	 * Checked; the owner decides (a racing copy is counted then).  An
-	 * owner that exited is seen when the batch is sent (owner_send):
-	 * a look at orphan here would read the line the owner writes on
-	 * every look at its inbox, once per release.
+	 * Another owner's.  Released already (this generation or a later
+	 * one): refused at once.  Else the token goes to the owner, which
+	 * decides by the word (a racing copy is counted then); the hint
+	 * refuses the copies that come after this one.  An owner that
+	 * exited is seen when the batch is sent (owner_send).
 	 */
+	if ((int32_t)(gen - atomic_load_explicit(&pool->released[idx], memory_order_relaxed)) <= 0 ||
+	    !gen || !box_of(pool, o))
+		goto stale;
 	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
+	atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
 	if (!inside)
 		return owner_send(pool, o, &tok, 1, false);
 	ob = &c->outbox[o % AP_OUTBOXES];
@@ -1347,4 +1371,9 @@ int ap_owner_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 	if (sent)
 		(void)owner_send(pool, to, batch, sent, false);
 	return 0;
+stale:
+	if (inside)
+		ap_cache_leave(c);
+	ap_fl_count_bad_release(&pool->fl, 1);
+	return -EALREADY;
 }

@@ -157,8 +157,13 @@ ap_cache_push(struct asyncpool *pool, struct ap_cache *c, uint32_t n, uint32_t i
 	 * stale copy) is left to the slow path.
 	 */
 	if (AP_LIKELY(pool->fl.lazy)) {
-		if (AP_UNLIKELY(!ap_state_owner_back(&pool->fl.state[idx], c->id, gen)))
+		/* Another owner's is left alone: its word's line is the owner's. */
+		if (AP_UNLIKELY(atomic_load_explicit(&pool->owner_of[idx], memory_order_relaxed) !=
+				c->id ||
+				!ap_state_owner_back(&pool->fl.state[idx], c->id, gen)))
 			return false;
+		/* So that a copy released on another thread is refused at once. */
+		atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
 		c->idx[n] = idx;
 		c->gen[n] = ap_gen_next(gen);
 		++*back;

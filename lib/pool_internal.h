@@ -57,6 +57,16 @@ struct asyncpool {
 	struct ap_inbox        **boxes;
 	_Atomic uint32_t         box_count;     /* ids handed out so far, + 1 */
 	uint32_t                 box_cap;       /* tokens per inbox */
+	/*
+	 * Per buffer, for the releases on other threads (pool_cache.c):
+	 * owner_of[i] the owner id, written when the buffer enters or
+	 * leaves a cache, never while it is lent; released[i] the last
+	 * generation released, written by the releasers.  Hints that
+	 * refuse a stale copy at once without reading the word, whose line
+	 * the owner writes: the owner's check of the word decides.
+	 */
+	_Atomic uint32_t        *owner_of;
+	_Atomic uint32_t        *released;
 	/* Regions of the same slab on other proactors, held until destroy
 	 * (asyncpool_options.siblings, pool_options.c). */
 	struct asyncpool_region **siblings;
