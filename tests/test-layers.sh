@@ -109,7 +109,7 @@ n=$((n + 1))
 awk 'NR == FNR { p[$1 " " $2] = 1; next }
      !(($1 " " $2) in p) && !(($2 " " $1) in p) { print $1, $2 }' \
 	"$tmp/pairs" "$tmp/edges" > "$tmp/dag"
-if tsort "$tmp/dag" > "$tmp/order" 2> "$tmp/loop"; then
+if tsort < "$tmp/dag" > "$tmp/order" 2> "$tmp/loop"; then
 	echo "ok $n - no circle of three files or more"
 	# What the layers are today.
 	echo "# one order of the layers, the top first (the pairs above left out): $(tr '\n' ' ' < "$tmp/order")"
@@ -118,6 +118,6 @@ else
 	sed 's/^/# /' "$tmp/loop"
 	# Its uses, edge by edge.
 	sed -n 's/^tsort: \([a-z_0-9]*\)$/\1/p' "$tmp/loop" > "$tmp/members"
-	awk 'NR == FNR { m[$1] = 1; next } ($1 in m) && ($2 in m) { print "# " $0 }' \
-		"$tmp/members" "$tmp/edges"
+	awk 'NR == FNR { m[$1] = 1; next } ($1 in m) && ($2 in m) { print $1, $2 }' \
+		"$tmp/members" "$tmp/dag" | while read -r a b; do uses "$a" "$b"; done
 fi
