@@ -159,7 +159,8 @@ AP_EXPORT int asyncpool_destroy(struct asyncpool *pool)
 	} else if (!pool->shared && ap_fl_count(&pool->fl) != pool->fl.count) {
 		return -EBUSY;
 	}
-	ap_wait_fd_close(pool);
+	if (pool->wait_fd_close)        /* pool_wait.c's hook */
+		pool->wait_fd_close(pool);
 	ap_detach(pool);
 	if (pool->owns_storage)
 		munmap(pool->storage, pool->storage_size);
@@ -169,13 +170,6 @@ AP_EXPORT int asyncpool_destroy(struct asyncpool *pool)
 	asyncpool_region_unref(pool->region);
 	free(pool);
 	return 0;
-}
-
-int ap_pool_refund(struct asyncpool *pool)
-{
-	if (pool->depot)
-		return ap_depot_drain(pool);
-	return ap_reclaim_auto(pool);
 }
 
 int ap_pool_pop_chain(struct asyncpool *pool, void *out, void *gens, size_t stride,

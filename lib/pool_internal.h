@@ -3,6 +3,7 @@
  * The pool object, shared by the files of the pool layer:
  *
  *   pool.c          create, acquire, release, destroy: cache or freelist
+ *   pool_refund.c   what a pop that finds the freelist empty gives it first
  *   pool_options.c  asyncpool_create_opts()
  *   pool_cache.c    per-thread caches
  *   pool_depot.c    a local pool's depot of batches between its caches
@@ -40,6 +41,9 @@ struct asyncpool {
 	uint32_t                 local_waiters; /* threads waiting here, same lock */
 	_Atomic uint32_t         flush_seen;    /* the last flush request honoured */
 	struct ap_wait_fd       *wait_fd;       /* asyncpool_wait_fd(), pool_wait.c */
+	/* Its hook: installed with wait_fd by pool_wait.c, a layer above
+	 * pool.c, whose asyncpool_destroy() calls it (NULL: no wait fd). */
+	void                   (*wait_fd_close)(struct asyncpool *pool);
 	/* Crash safety (attach.c, reclaim.c): shared pools with a file. */
 	int                      lock_fd;       /* our own open file description, or -1 */
 	uint32_t                 slot;          /* our attachment, if lock_fd >= 0 */
@@ -114,16 +118,11 @@ void ap_cache_wait_end(struct asyncpool *pool);
 void ap_flush_request(struct asyncpool *pool);
 void ap_cache_honour_flush(struct asyncpool *pool);
 
-/* pool_wait.c */
-void ap_wait_fd_close(struct asyncpool *pool);
-
-/* attach.c: attachments and their liveness (OFD locks) */
+/* attach.c: attachments (OFD locks); it calls ap_reclaim() when all are taken */
 int  ap_attach(struct asyncpool *pool, int fd);
 void ap_detach(struct asyncpool *pool);
-struct ap_attach *ap_attach_rec(const struct asyncpool *pool, uint32_t slot);
-/* 1 alive, 0 dead or free, negative errno */
-int  ap_attach_alive(const struct asyncpool *pool, uint32_t slot);
-/* ap_lock_byte() and the liveness test itself: attach_live.h */
+/* A handle's records and their liveness, for attach.c and reclaim.c
+ * both: attach_rec.h; ap_lock_byte() and the test itself: attach_live.h */
 
 /* reclaim.c */
 int  ap_reclaim(struct asyncpool *pool);
@@ -139,7 +138,7 @@ int  ap_reclaim_auto(struct asyncpool *pool);
  * if that brought buffers back.  A pool with neither (uncached local,
  * or shared over raw memory) pays one test, and only after -ENOBUFS.
  */
-int ap_pool_refund(struct asyncpool *pool);
+int ap_pool_refund(struct asyncpool *pool);      /* pool_refund.c */
 
 static inline bool ap_pool_refunded(struct asyncpool *pool, int rc)
 {

@@ -263,6 +263,8 @@ static void *waker_main(void *arg)
 
 static pthread_mutex_t wait_fd_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static void wait_fd_close(struct asyncpool *pool);
+
 AP_EXPORT int asyncpool_wait_fd(struct asyncpool *pool)
 {
 	struct ap_wait_fd *w;
@@ -304,14 +306,16 @@ AP_EXPORT int asyncpool_wait_fd(struct asyncpool *pool)
 		goto out;
 	}
 	pool->wait_fd = w;
+	/* pool.c is below this file: it closes the fd through this hook. */
+	pool->wait_fd_close = wait_fd_close;
 	rc = w->fd;
 out:
 	pthread_mutex_unlock(&wait_fd_lock);
 	return rc;
 }
 
-/* asyncpool_destroy(): stop the thread and close the eventfd. */
-void ap_wait_fd_close(struct asyncpool *pool)
+/* The hook of asyncpool_destroy(): stop the thread and close the eventfd. */
+static void wait_fd_close(struct asyncpool *pool)
 {
 	struct ap_wait_fd *w = pool->wait_fd;
 
