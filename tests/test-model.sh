@@ -55,7 +55,7 @@ if ! command -v spin > /dev/null 2>&1; then
 fi
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..80"
+echo "1..86"
 t=0
 
 # verify NAME MODEL DEFINES: build pan in its own directory and run it.
@@ -227,19 +227,23 @@ fails crash-attach-samegen crash.pml "-DPROCS=2 -DATTACH -DSAMEGEN" " !(onlist\[
 	"crash, an open's reclaim keeps the generation" "spin finds a buffer linked twice"
 opt=-O1
 
-# 55-80: the ownership protocol (issue 22, tests/model/owner.pml).
+# 55-86: the ownership protocol (issue 22, tests/model/owner.pml).
 # pan.c of this model takes 30 s to compile with -O1 and its searches
 # are short: -O0 for all of them.
 opt=-O0
 holds owner owner.pml "" "owner, local against remote copy, a flush"
-holds owner-remote owner.pml "-DREMOTE -DCAP=1" \
-	"owner, remote against remote copy, an inbox of one slot"
+holds owner-remote owner.pml "-DREMOTE -DCAP=2" "owner, remote against remote copy"
+holds owner-remote-full owner.pml "-DREMOTE -DCAP=1" \
+	"owner, remote against remote copy, an inbox of one slot (FULL)"
 holds owner-exit owner.pml -DEXIT "owner, both owners exit with lent buffers and batches"
+holds owner-exit-flush owner.pml "-DEXIT -DFLUSH -DOWNER_COPY" \
+	"owner, both owners exit, a copy of the owner's, a flush"
 holds owner-wait owner.pml -DWAIT "owner, a waiter while two copies are delivered"
 holds owner-wait-idle owner.pml "-DWAIT -DIDLE" "owner, a waiter, the releaser idle"
+holds owner-wait-exit owner.pml "-DWAIT -DOWNER_EXIT" "owner, a waiter, the lender exits"
 fails owner-nocheck owner.pml -DNO_DRAIN_CHECK "(where\[b\]==2)" \
 	"owner, drain without the check" "spin finds the racing copy accepted twice"
-fails owner-order owner.pml "-DREMOTE -DCAP=1 -DOUT_OF_ORDER" "(tok!=0)" \
+fails owner-order owner.pml "-DREMOTE -DOUT_OF_ORDER" "(tok!=0)" \
 	"owner, the reserved tail taken as published" "spin finds a slot read before it was written"
 fails owner-norecheck owner.pml "-DEXIT -DNO_ORPHAN_RECHECK" "(head\[j\]==tail\[j\])" \
 	"owner, SEND without the orphan re-check" "spin finds a token stranded in a dead owner's inbox"
