@@ -232,7 +232,8 @@ opt=-O1
 # are short: -O0 for all of them.
 opt=-O0
 holds owner owner.pml "" "owner, local against remote copy, a flush"
-holds owner-remote owner.pml "-DREMOTE -DCAP=2" "owner, remote against remote copy"
+holds owner-remote owner.pml "-DREMOTE -DOWNER_EXIT" \
+	"owner, remote against remote copy, the owner exits"
 holds owner-remote-full owner.pml "-DREMOTE -DCAP=1" \
 	"owner, remote against remote copy, an inbox of one slot (FULL)"
 holds owner-exit owner.pml -DEXIT "owner, both owners exit with lent buffers and batches"

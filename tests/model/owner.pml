@@ -46,7 +46,8 @@
  *     a drain stops at the first one's empty slot; -DCAP=1: the second
  *     SEND finds the inbox FULL and drains it as an excluder, maybe
  *     before the first sender wrote its slot); O acquires twice (drains,
- *     lends the buffer again and releases that lease).
+ *     lends the buffer again and releases that lease).  -DOWNER_EXIT:
+ *     O exits instead of its second acquire: two senders race its exit.
  *   -DEXIT: O lends b0 to R, R lends b1 to O; O releases its copy of
  *     b1; R releases its copy of b0, sends its batch, releases the same
  *     copy again (an orphan CAS, if O has exited, against O's exit
@@ -569,7 +570,11 @@ proctype O()
 	:: lb != 255 -> release(0, lb, lg)
 	:: else
 	fi;
+#ifdef OWNER_EXIT
+	thread_exit(0)
+#else
 	acquire(0, 0)
+#endif
 }
 
 proctype Rm(byte t)
