@@ -61,9 +61,11 @@
  *     inboxes, looks at the freelist, sleeps.  -DIDLE: only R has a
  *     copy, and R releases it and stays idle: its batch is never sent
  *     by R itself.  -DOWNER_EXIT: O exits instead of acquiring.
- *   -DFLUSH: the flusher F runs too (LOCAL has it always).  WAIT
- *     -DFLUSH (15 M states, 50 s) and REMOTE -DFLUSH (too many for
- *     make check) are run by hand.
+ *   -DFLUSH: the flusher F runs too (LOCAL has it always).  Too big
+ *     for make check, run by hand (no error, pan built with -O2):
+ *     WAIT -DFLUSH 15.2 M states, 23 s; REMOTE -DCAP=1 -DFLUSH 62.8 M
+ *     states, 3 GB (-DMEMLIM=8000), 200 s; REMOTE -DOWNER_EXIT -DFLUSH
+ *     59.6 M states, 110 s.
  *
  * Checked, on every move of a buffer (ghost where[], lentgen[]): an
  * accepted copy takes a buffer that is lent, at that lease's
