@@ -106,12 +106,6 @@ int ap_pool_check_region(const struct asyncpool_region *r)
 	return 0;
 }
 
-void ap_pool_recycle(void *ctx, uint64_t token)
-{
-	struct asyncpool *pool = ctx;
-
-	(void)ap_fl_release(&pool->fl, AP_TOKEN_INDEX(token), AP_TOKEN_GEN(token));
-}
 
 AP_EXPORT int asyncpool_create(struct asyncpool_region *r, struct asyncpool **out)
 {
@@ -172,15 +166,6 @@ AP_EXPORT int asyncpool_destroy(struct asyncpool *pool)
 	return 0;
 }
 
-int ap_pool_pop_chain(struct asyncpool *pool, void *out, void *gens, size_t stride,
-		      uint32_t min, uint32_t max, uint32_t kind, uint32_t *got)
-{
-	int rc = ap_fl_pop_chain(&pool->fl, out, gens, stride, min, max, kind, got);
-
-	if (ap_pool_refunded(pool, rc))
-		rc = ap_fl_pop_chain(&pool->fl, out, gens, stride, min, max, kind, got);
-	return rc;
-}
 
 static __attribute__((noinline)) int acquire_slow(struct asyncpool *pool,
 						   struct asyncpool_lease *out)

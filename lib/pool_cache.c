@@ -60,31 +60,6 @@ static void owner_send_all(struct asyncpool *pool, struct ap_cache *c);
 static bool owners_moving(const struct asyncpool *pool);
 static void owner_lent_back(struct asyncpool *pool, uint32_t o);
 
-/*
- * Make k cached buffers (of a cache or of a depot slot) free, not yet
- * linked, keeping them at the front of v: how many.  A buffer whose
- * state is no longer cached (a copy of it went into another cache too)
- * (or its generation moved on) is dropped and counted, never linked in
- * twice.
- */
-uint32_t ap_cache_uncache(struct asyncpool *pool, uint32_t *v, uint32_t *gens, uint32_t k)
-{
-	uint32_t kept = 0, dropped = 0;
-
-	for (uint32_t j = 0; j < k; j++) {
-		if (pool->owner_of)     /* to the freelist: no owner */
-			atomic_store_explicit(&pool->owner_of[v[j]], 0, memory_order_relaxed);
-		if (AP_LIKELY(ap_state_uncache(&pool->fl.state[v[j]], pool->fl.me, gens[j]))) {
-			gens[kept] = gens[j];
-			v[kept++] = v[j];
-		} else
-			dropped++;
-		AP_TEST_AT(AP_TP_FLUSH_UNCACHED);
-	}
-	if (AP_UNLIKELY(dropped))
-		ap_fl_count_corruption(&pool->fl, dropped);
-	return kept;
-}
 
 /* Give the top k buffers of a cache back to the freelist as one chain. */
 static int cache_flush_top(struct ap_cache *c, uint32_t k)

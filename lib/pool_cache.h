@@ -223,10 +223,37 @@ static inline bool ap_cache_take(struct asyncpool *pool, struct asyncpool_lease 
 	return false;
 }
 
+/*
+ * Make k cached buffers (of a cache or of a depot slot) free, not yet
+ * linked, keeping them at the front of v: how many.  A buffer whose
+ * state is no longer cached (a copy of it went into another cache too)
+ * (or its generation moved on) is dropped and counted, never linked in
+ * twice.
+ */
+/* Inline: the depot (pool_depot.c) uses it, and is below pool_cache.c. */
+static inline uint32_t ap_cache_uncache(struct asyncpool *pool, uint32_t *v, uint32_t *gens,
+					uint32_t k)
+{
+	uint32_t kept = 0, dropped = 0;
+
+	for (uint32_t j = 0; j < k; j++) {
+		if (pool->owner_of)     /* to the freelist: no owner */
+			atomic_store_explicit(&pool->owner_of[v[j]], 0, memory_order_relaxed);
+		if (AP_LIKELY(ap_state_uncache(&pool->fl.state[v[j]], pool->fl.me, gens[j]))) {
+			gens[kept] = gens[j];
+			v[kept++] = v[j];
+		} else
+			dropped++;
+		AP_TEST_AT(AP_TP_FLUSH_UNCACHED);
+	}
+	if (AP_UNLIKELY(dropped))
+		ap_fl_count_corruption(&pool->fl, dropped);
+	return kept;
+}
+
 /* pool_cache.c, for the bulk operations and the depot */
 struct ap_cache *ap_cache_of(struct asyncpool *pool);
 void ap_cache_flush_batch(struct ap_cache *c);
-uint32_t ap_cache_uncache(struct asyncpool *pool, uint32_t *v, uint32_t *gens, uint32_t k);
 int ap_cache_release(struct asyncpool *pool, uint32_t idx, uint32_t gen);
 /*
  * Fill the calling thread's empty or part-full cache c (entered) to at

@@ -3,7 +3,7 @@
  * The pool object, shared by the files of the pool layer:
  *
  *   pool.c          create, acquire, release, destroy: cache or freelist
- *   pool_refund.c   what a pop that finds the freelist empty gives it first
+ *   pool_pop.c      the pops (a refund when the freelist is empty), the uncached release
  *   pool_options.c  asyncpool_create_opts()
  *   pool_cache.c    per-thread caches
  *   pool_depot.c    a local pool's depot of batches between its caches
@@ -138,7 +138,7 @@ int  ap_reclaim_auto(struct asyncpool *pool);
  * if that brought buffers back.  A pool with neither (uncached local,
  * or shared over raw memory) pays one test, and only after -ENOBUFS.
  */
-int ap_pool_refund(struct asyncpool *pool);      /* pool_refund.c */
+int ap_pool_refund(struct asyncpool *pool);      /* pool_pop.c */
 
 static inline bool ap_pool_refunded(struct asyncpool *pool, int rc)
 {
