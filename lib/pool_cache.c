@@ -660,8 +660,51 @@ int ap_pool_cache_init(struct asyncpool *pool, uint32_t cache_size)
 	return 0;
 }
 
+/*
+ * Take back the caches asyncpool_create() gave, if no thread has used
+ * them yet (no cache exists): 0, or -EEXIST.
+ */
+static int cache_default_undo(struct asyncpool *pool)
+{
+	pthread_mutex_lock(&ap_cache_lock);
+	if (pool->caches || ap_depot_count(pool)) {
+		pthread_mutex_unlock(&ap_cache_lock);
+		return -EEXIST;
+	}
+	if (pool->cached_pprev) {
+		*pool->cached_pprev = pool->cached_next;
+		if (pool->cached_next)
+			pool->cached_next->cached_pprev = pool->cached_pprev;
+		pool->cached_pprev = NULL;
+		pool->cached_next = NULL;
+	}
+	ap_depot_free(pool);
+	if (pool->boxes) {
+		free(pool->boxes);
+		free((void *)pool->owner_of);
+		free((void *)pool->released);
+		pool->boxes = NULL;
+		pool->owner_of = pool->released = NULL;
+	}
+	pool->cache_size = 0;
+	pool->cache_batch = 0;
+	pool->cache_default = false;
+	pool->release_fn = ap_pool_recycle;
+	pool->fl.lazy = false;
+	pool->fl.lent_tag = AP_NO_LENT;
+	pthread_mutex_unlock(&ap_cache_lock);
+	return 0;
+}
+
 AP_EXPORT int asyncpool_set_cache(struct asyncpool *pool, uint32_t cache_size)
 {
+	int rc;
+
+	if (!pool || cache_size > ASYNCPOOL_CACHE_MAX || cache_size > pool->fl.count)
+		return -EINVAL;
+	/* The default of asyncpool_create() gives way to the caller's choice. */
+	if (pool->cache_default && (rc = cache_default_undo(pool)) != 0)
+		return rc;
 	return ap_pool_cache_init(pool, cache_size);
 }
 

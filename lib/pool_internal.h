@@ -35,6 +35,7 @@ struct asyncpool {
 	/* Per-thread caches (pool_cache.c); cache_size 0: none. */
 	uint32_t                 cache_size;
 	uint32_t                 cache_batch;   /* moved per refill or flush */
+	bool                     cache_default; /* asyncpool_create()'s, not asked for */
 	struct ap_cache         *caches;        /* registry, under ap_cache_lock */
 	struct asyncpool        *cached_next;   /* list of cached pools, same lock */
 	struct asyncpool       **cached_pprev;

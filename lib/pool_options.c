@@ -2,6 +2,8 @@
 /* asyncpool_create_opts(): a pool with options (per-thread caches). */
 #include "pool_internal.h"
 
+int ap_pool_create_bare(struct asyncpool_region *r, struct asyncpool **out);
+
 #include <stdlib.h>
 
 /* The smallest options struct this library accepts: up to flags. */
@@ -67,7 +69,7 @@ AP_EXPORT int asyncpool_create_opts(struct asyncpool_region *r,
 		if (!sib)
 			return -ENOMEM;
 	}
-	rc = asyncpool_create(r, &pool);
+	rc = ap_pool_create_bare(r, &pool);
 	if (rc) {
 		free(sib);
 		return rc;

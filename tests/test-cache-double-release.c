@@ -300,7 +300,8 @@ int main(void)
 		race_pair(pool, "shared layout", false);
 		is_int(asyncpool_destroy(pool), 0, "shared layout: destroy");
 		/* no caches: both releases go to the freelist */
-		if (asyncpool_create(region, &pool))
+		/* asyncpool_create() has caches by default: set_cache 0 takes them back. */
+		if (asyncpool_create(region, &pool) || asyncpool_set_cache(pool, 0))
 			bail_out("create");
 		race_pair(pool, "local pool, no cache", false);
 		is_int(asyncpool_destroy(pool), 0, "local pool, no cache: destroy");

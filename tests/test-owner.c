@@ -431,6 +431,55 @@ static void waiter_wakes(void)
 	is_int(asyncpool_destroy(p), 0, "waiter: destroy");
 }
 
+/* ---- the caches asyncpool_create() gives ---- */
+
+static void *use_pool(void *arg)
+{
+	struct asyncpool_lease l;
+
+	if (asyncpool_acquire(arg, &l))
+		return (void *)1;
+	asyncpool_lease_release(&l);
+	return NULL;
+}
+
+static void default_caches(void)
+{
+	struct asyncpool_region *r = make_region(proactor, 64, 1024, ASYNCPOOL_ACCESS_READ);
+	struct asyncpool_region *small = make_region(proactor, 64, 63, ASYNCPOOL_ACCESS_READ);
+	struct asyncpool *p;
+	struct asyncpool_lease l;
+	pthread_t t;
+	void *res;
+
+	is_int(asyncpool_create(r, &p), 0, "default: create, 1024 buffers");
+	/* A release into the calling thread's cache: refused at once if stale. */
+	asyncpool_acquire(p, &l);
+	asyncpool_lease_release(&l);
+	pthread_create(&t, NULL, use_pool, p);
+	pthread_join(t, &res);
+	is_int((intptr_t)res, 0, "default: another thread acquires and releases");
+	is_int(asyncpool_set_cache(p, 16), -EEXIST,
+	       "default: set_cache once threads used the caches: EEXIST");
+	is_int(asyncpool_available(p), 1024, "default: all back");
+	is_int(asyncpool_destroy(p), 0, "default: destroy with buffers in two caches");
+	is_int(asyncpool_create(r, &p), 0, "default: create again");
+	is_int(asyncpool_set_cache(p, 16), 0, "default: set_cache before any use replaces the default");
+	is_int(asyncpool_set_cache(p, 32), -EEXIST, "default: a second set_cache: EEXIST");
+	is_int(asyncpool_destroy(p), 0, "default: destroy");
+	is_int(asyncpool_create(r, &p), 0, "default: create a third time");
+	is_int(asyncpool_set_cache(p, 0), 0, "default: set_cache 0 before any use: no caches");
+	is_int(asyncpool_set_cache(p, 8), 0, "default: then caches can be set");
+	is_int(asyncpool_destroy(p), 0, "default: destroy");
+	is_int(asyncpool_create(small, &p), 0, "default: create, 63 buffers");
+	pthread_create(&t, NULL, use_pool, p);
+	pthread_join(t, &res);
+	is_int(asyncpool_set_cache(p, 8), 0, "default: under 64 buffers no caches, set_cache after use works");
+	is_int(asyncpool_destroy(p), 0, "default: destroy the small one");
+	asyncpool_region_unref(r);
+	asyncpool_region_unref(small);
+}
+
 int main(void)
 {
 	if (asyncpool_proactor_create_memory(&proactor))
@@ -442,6 +491,7 @@ int main(void)
 	in_transit();
 	owner_exits();
 	waiter_wakes();
+	default_caches();
 	asyncpool_proactor_destroy(proactor);
 	return done_testing();
 }
