@@ -120,8 +120,6 @@ static uint32_t default_cache_size(uint32_t count)
 	return count < 64 ? 0 : n < 256 ? n : 256;
 }
 
-int ap_pool_create_bare(struct asyncpool_region *r, struct asyncpool **out);
-
 AP_EXPORT int asyncpool_create(struct asyncpool_region *r, struct asyncpool **out)
 {
 	int rc = ap_pool_create_bare(r, out);

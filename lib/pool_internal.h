@@ -99,6 +99,8 @@ static inline bool ap_token_ok(const struct asyncpool *pool, uint64_t token)
 }
 
 /* pool.c */
+/* asyncpool_create() without its default caches (asyncpool_create_opts). */
+int  ap_pool_create_bare(struct asyncpool_region *r, struct asyncpool **out);
 int  ap_layout_size(uint32_t count, bool shared, size_t *out);
 void ap_layout_init(void *mem, uint32_t count, size_t buffer_size, bool shared);
 void ap_layout_publish(void *mem);

@@ -2,8 +2,6 @@
 /* asyncpool_create_opts(): a pool with options (per-thread caches). */
 #include "pool_internal.h"
 
-int ap_pool_create_bare(struct asyncpool_region *r, struct asyncpool **out);
-
 #include <stdlib.h>
 
 /* The smallest options struct this library accepts: up to flags. */
