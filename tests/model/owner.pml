@@ -23,6 +23,17 @@
  * its batches, gives its cache to the freelist, sets orphan, DRAINs its
  * inbox as an orphan drainer.
  *
+ * The code (lib/pool_cache.c, ap_owner_release) differs in one place:
+ * a release on another thread reads two hints, owner_of[idx] (changed
+ * only when the buffer enters or leaves a cache, never while it is
+ * lent) and released[idx] (the last generation released, written by
+ * the releasers), instead of the word, so that the word's line stays
+ * with its owner in a hand-off.  R's check of the word here is the best
+ * those hints can give: a hint that is behind lets a copy through that
+ * the word would have refused at once, and the owner's APPLY, which the
+ * model keeps, refuses it later.  Safety rests on APPLY alone (mutant
+ * NO_DRAIN_CHECK).
+ *
  * Interleavings are sequentially consistent: the protocol's Dekker
  * pairs are seq_cst (the fence after the slots against the store of
  * orphan; the fence against the waiter's fetch_or) or membarrier(2)
