@@ -32,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -431,6 +433,48 @@ static void waiter_wakes(void)
 	is_int(asyncpool_destroy(p), 0, "waiter: destroy");
 }
 
+/* ---- the wait fd ---- */
+
+/*
+ * Every buffer is lent by this thread's cache when the wait fd is made;
+ * while it exists every cache is bypassed, so the release of a lent one
+ * goes to its owner's inbox, not to the freelist.  The fd must still
+ * become readable (asyncpool_wait_fd(3): "when a release ... may have
+ * made a buffer available"), and the acquire it prompts gets the buffer.
+ */
+static void wait_fd_inbox(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool_lease l;
+	struct pollfd pfd;
+	uint64_t tok[CAP], v;
+	int fd;
+
+	for (unsigned i = 0; i < CAP; i++) {
+		if (asyncpool_acquire(p, &l))
+			ok(0, "wait fd: acquire %u", i);
+		tok[i] = asyncpool_lease_token(&l);
+	}
+	fd = asyncpool_wait_fd(p);
+	ok(fd >= 0, "wait fd: made while all %d are lent", CAP);
+	(void)eventfd_read(fd, &v);     /* nothing free: normally not readable */
+	is_int(asyncpool_release_token(p, tok[0]), 0, "wait fd: a lent buffer released");
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	/* Generous: readable at once when right; a bound, not a timing. */
+	is_int(poll(&pfd, 1, (int)tap_watchdog_bound(10) * 1000 / 3), 1,
+	       "wait fd: readable for a release that went to an inbox");
+	is_int(asyncpool_acquire(p, &l), 0, "wait fd: the acquire it prompts gets the buffer");
+	is_int(l.buffer_index, (uint32_t)tok[0], "wait fd: the buffer released");
+	asyncpool_lease_release(&l);
+	for (unsigned i = 1; i < CAP; i++)
+		if (asyncpool_release_token(p, tok[i]))
+			ok(0, "wait fd: release %u", i);
+	whole(p, "wait fd");
+	is_int(bad_releases(p), 0, "wait fd: nothing refused");
+	is_int(asyncpool_destroy(p), 0, "wait fd: destroy");
+}
+
 int main(void)
 {
 	if (asyncpool_proactor_create_memory(&proactor))
@@ -442,6 +486,7 @@ int main(void)
 	in_transit();
 	owner_exits();
 	waiter_wakes();
+	wait_fd_inbox();
 	asyncpool_proactor_destroy(proactor);
 	return done_testing();
 }
