@@ -59,6 +59,7 @@ static int owner_table_init(struct asyncpool *pool);
 static void owner_send_all(struct asyncpool *pool, struct ap_cache *c);
 static bool owners_moving(const struct asyncpool *pool);
 static void owner_lent_back(struct asyncpool *pool, uint32_t o);
+static void owners_after_fork(struct asyncpool *pool);
 
 
 /* Give the top k buffers of a cache back to the freelist as one chain. */
@@ -150,6 +151,10 @@ static void atfork_child(void)
 		/* No thread but ours runs here: no one is inside a cache. */
 		for (c = p->caches; c; c = c->reg_next)
 			__atomic_store_n(&c->busy, 0, __ATOMIC_RELAXED);
+		/* Before the exits below send to them: no inbox may keep a
+		 * slot that a thread which did not come along reserved. */
+		if (p->boxes)
+			owners_after_fork(p);
 		c = p->caches;
 
 		for (; c; c = nx) {
@@ -1207,6 +1212,34 @@ static void owners_settle(struct asyncpool *pool)
 		}
 	for (uint32_t o = 1; o < atomic_load_explicit(&pool->box_count, memory_order_relaxed); o++)
 		box_drain_other(pool, pool->boxes[o]);
+}
+
+/*
+ * In a forked child (the lock held, the only thread, outside its
+ * window): an inbox may hold slots that a sender which did not come
+ * along reserved and never wrote, and tokens an owner which did not
+ * come along took out and did not decide.  A receiver stops at the
+ * first empty slot, so every token behind such a gap would strand,
+ * and the ring would fill and make every later send spin.  Decide what
+ * was written, by CAS, and start every ring empty; the releases in
+ * flight in the threads that did not come along are lost with them
+ * (their buffers stay lent, as a lease those threads held does).
+ */
+static void owners_after_fork(struct asyncpool *pool)
+{
+	for (uint32_t o = 1; o < atomic_load_explicit(&pool->box_count, memory_order_relaxed); o++) {
+		struct ap_inbox *b = pool->boxes[o];
+		uint32_t t = atomic_load_explicit(&b->tail, memory_order_relaxed);
+
+		for (; b->head != t; b->head++) {
+			uint64_t tok = atomic_exchange_explicit(&b->slot[b->head & b->mask], 0,
+								memory_order_relaxed);
+
+			if (tok)
+				(void)other_apply(pool, tok);
+		}
+		ap_inbox_done(b);
+	}
 }
 
 /*

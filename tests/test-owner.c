@@ -35,6 +35,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -475,6 +476,98 @@ static void wait_fd_inbox(void)
 	is_int(asyncpool_destroy(p), 0, "wait fd: destroy");
 }
 
+/* ---- fork while a release is half sent ---- */
+
+static struct {
+	struct asyncpool *pool;
+	uint64_t x, y;
+	_Atomic int stalled, go;
+} fk;
+
+static void fork_stall(enum ap_test_stall p)
+{
+	if (p != AP_TS_INBOX_SEND || !stall_me)
+		return;
+	stall_me = false;
+	atomic_store(&fk.stalled, 1);
+	while (!atomic_load(&fk.go))
+		sched_yield();
+}
+
+/* Releases x (another owner's) and sends it: held after it reserved the slot. */
+static void *half_send(void *arg)
+{
+	(void)arg;
+	stall_me = true;
+	if (asyncpool_release_token(fk.pool, fk.x))
+		return (void *)1;
+	asyncpool_cache_flush(fk.pool);
+	return NULL;
+}
+
+/* In the child: releases y (the main thread's) and exits, which sends it. */
+static void *send_and_exit(void *arg)
+{
+	(void)arg;
+	return (void *)(intptr_t)asyncpool_release_token(fk.pool, fk.y);
+}
+
+/*
+ * The child of a fork has a copy of an inbox in which a slot was
+ * reserved by a thread that did not come along: it is never written.
+ * Releases sent to that owner in the child must still come back (x,
+ * whose release was in flight in the parent, stays lent in the child).
+ */
+static void fork_half_sent(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool_lease lx, ly, all[CAP];
+	pthread_t t;
+	int status;
+	void *res;
+	pid_t pid;
+
+	fk.pool = p;
+	atomic_store(&fk.stalled, 0);
+	atomic_store(&fk.go, 0);
+	is_int(asyncpool_acquire(p, &lx), 0, "fork: x lent by this thread");
+	is_int(asyncpool_acquire(p, &ly), 0, "fork: y lent by this thread");
+	fk.x = asyncpool_lease_token(&lx);
+	fk.y = asyncpool_lease_token(&ly);
+	lx.release.fn = ly.release.fn = NULL;
+	ap_test_hook_stall = fork_stall;
+	pthread_create(&t, NULL, half_send, NULL);
+	while (!atomic_load(&fk.stalled))
+		sched_yield();
+	pid = fork_or_bail();
+	if (pid == 0) {
+		int bad = 0;
+
+		tap_watchdog(0);
+		pthread_create(&t, NULL, send_and_exit, NULL);
+		pthread_join(t, &res);
+		bad |= res != NULL;
+		bad |= (asyncpool_cache_flush_all(p) != 0) << 1;
+		/* Every buffer but x: y came back through the inbox. */
+		bad |= (asyncpool_available(p) != CAP - 1) << 2;
+		bad |= (asyncpool_check(p) != 0) << 3;
+		bad |= (asyncpool_acquire_bulk(p, all, CAP - 1) != 0) << 4;
+		_exit(bad);
+	}
+	is_int(waitpid(pid, &status, 0), pid, "fork: child reaped");
+	ok(WIFEXITED(status), "fork: the child exited");
+	is_int(WEXITSTATUS(status), 0,
+	       "fork: in the child, a release sent behind a slot never written comes back");
+	atomic_store(&fk.go, 1);
+	pthread_join(t, &res);
+	ap_test_hook_stall = NULL;
+	is_int((intptr_t)res, 0, "fork: the parent's half-sent release completes");
+	is_int(asyncpool_release_token(p, fk.y), 0, "fork: y released in the parent");
+	whole(p, "fork");
+	is_int(bad_releases(p), 0, "fork: nothing refused");
+	is_int(asyncpool_destroy(p), 0, "fork: destroy");
+}
+
 int main(void)
 {
 	if (asyncpool_proactor_create_memory(&proactor))
@@ -487,6 +580,7 @@ int main(void)
 	owner_exits();
 	waiter_wakes();
 	wait_fd_inbox();
+	fork_half_sent();
 	asyncpool_proactor_destroy(proactor);
 	return done_testing();
 }
