@@ -1152,9 +1152,17 @@ static int owner_send(struct asyncpool *pool, uint32_t o, const uint64_t *tok, u
 	 * them, or the exiting owner / the waiter, sees the other. */
 	atomic_thread_fence(memory_order_seq_cst);
 	if (AP_UNLIKELY(atomic_load_explicit(&b->orphan, memory_order_relaxed))) {
+		AP_TEST_STALL(AP_TS_ORPHAN_SEEN);
 		if (!locked)
 			pthread_mutex_lock(&ap_cache_lock);
-		box_drain_other(pool, b);
+		/*
+		 * Again under the lock: before we had it, someone else may
+		 * have drained the box, and a new thread taken the id
+		 * (owner_id_take); its owner, alive, is then the only one
+		 * that may read the ring and write its words.
+		 */
+		if (atomic_load_explicit(&b->orphan, memory_order_relaxed))
+			box_drain_other(pool, b);
 		if (!locked)
 			pthread_mutex_unlock(&ap_cache_lock);
 	}

@@ -568,6 +568,129 @@ static void fork_half_sent(void)
 	is_int(asyncpool_destroy(p), 0, "fork: destroy");
 }
 
+/* ---- an orphan's id used again while a sender is about to drain it ---- */
+
+static struct {
+	struct asyncpool *pool;
+	uint64_t x, z;
+	_Atomic int phase;              /* the main thread's orders to e_thread */
+	_Atomic int c_stalled, c_go, e_stalled, e_go;
+} ru;
+
+static __thread int stall_at = -1;     /* the one stall point this thread stops at */
+
+static void reuse_stall(enum ap_test_stall p)
+{
+	if ((int)p != stall_at)
+		return;
+	stall_at = -1;
+	if (p == AP_TS_ORPHAN_SEEN) {
+		atomic_store(&ru.c_stalled, 1);
+		while (!atomic_load(&ru.c_go))
+			sched_yield();
+	} else {
+		atomic_store(&ru.e_stalled, 1);
+		while (!atomic_load(&ru.e_go))
+			sched_yield();
+	}
+}
+
+/* Lends x and exits: its id is an orphan with x out. */
+static void *lend_x_and_exit(void *arg)
+{
+	struct asyncpool_lease l;
+
+	(void)arg;
+	if (asyncpool_acquire(ru.pool, &l))
+		return (void *)1;
+	ru.x = asyncpool_lease_token(&l);
+	return NULL;
+}
+
+/* Releases x and sends it to the orphan: held once it saw the orphan. */
+static void *send_to_orphan(void *arg)
+{
+	(void)arg;
+	if (asyncpool_release_token(ru.pool, ru.x))
+		return (void *)1;
+	stall_at = AP_TS_ORPHAN_SEEN;
+	asyncpool_cache_flush(ru.pool);
+	return NULL;
+}
+
+/* The new owner: lends z (phase 1), releases its own copy of z (phase 2), flushes (phase 3). */
+static void *e_thread(void *arg)
+{
+	struct asyncpool_lease l;
+	intptr_t bad = 0;
+
+	(void)arg;
+	if (asyncpool_acquire(ru.pool, &l))
+		return (void *)1;
+	ru.z = asyncpool_lease_token(&l);
+	atomic_store(&ru.phase, 1);
+	while (atomic_load(&ru.phase) != 2)
+		sched_yield();
+	stall_at = AP_TS_CACHE_CLAIM;   /* inside its window, in the word's load-compare-store */
+	bad |= asyncpool_release_token(ru.pool, ru.z) != 0;
+	atomic_store(&ru.phase, 3);
+	while (atomic_load(&ru.phase) != 4)
+		sched_yield();
+	bad |= asyncpool_cache_flush(ru.pool) != 0;     /* it looks at its inbox */
+	return (void *)bad;
+}
+
+static void id_reused(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	pthread_t a, c, e;
+	uint32_t ids;
+	void *res;
+
+	ru.pool = p;
+	atomic_store(&ru.phase, 0);
+	atomic_store(&ru.c_stalled, 0);
+	atomic_store(&ru.c_go, 0);
+	atomic_store(&ru.e_stalled, 0);
+	atomic_store(&ru.e_go, 0);
+	ap_test_hook_stall = reuse_stall;
+	pthread_create(&a, NULL, lend_x_and_exit, NULL);
+	pthread_join(a, &res);
+	is_int((intptr_t)res, 0, "id reused: x lent by a thread that exited");
+	pthread_create(&c, NULL, send_to_orphan, NULL);
+	while (!atomic_load(&ru.c_stalled))
+		sched_yield();
+	/* x came back: the orphan's id has nothing out, and is used again. */
+	is_int(asyncpool_cache_flush_all(p), 0, "id reused: flush_all settles x");
+	ids = atomic_load(&p->box_count);
+	pthread_create(&e, NULL, e_thread, NULL);
+	while (atomic_load(&ru.phase) != 1)
+		sched_yield();
+	is_int(atomic_load(&p->box_count), ids, "id reused: the new thread took the orphan's id");
+	/* A copy of z, sent from here, waits in the new owner's inbox. */
+	is_int(asyncpool_release_token(p, ru.z), 0, "id reused: a copy of z sent to its owner");
+	is_int(asyncpool_cache_flush(p), 0, "id reused: sent");
+	/* The owner releases its own copy, held inside its window... */
+	atomic_store(&ru.phase, 2);
+	while (!atomic_load(&ru.e_stalled))
+		sched_yield();
+	/* ...while the old sender goes on: the box is no orphan's any more. */
+	atomic_store(&ru.c_go, 1);
+	pthread_join(c, &res);
+	is_int((intptr_t)res, 0, "id reused: the old sender finished");
+	atomic_store(&ru.e_go, 1);
+	while (atomic_load(&ru.phase) != 3)
+		sched_yield();
+	ap_test_hook_stall = NULL;
+	atomic_store(&ru.phase, 4);
+	pthread_join(e, &res);
+	is_int((intptr_t)res, 0, "id reused: the owner's copy taken, its inbox looked at");
+	is_int(bad_releases(p), 1, "id reused: the other copy of z refused by its owner, once");
+	is_int(asyncpool_check(p), 0, "id reused: the audit is clean (z in one place)");
+	whole(p, "id reused");
+	is_int(asyncpool_destroy(p), 0, "id reused: destroy");
+}
+
 int main(void)
 {
 	if (asyncpool_proactor_create_memory(&proactor))
@@ -581,6 +704,7 @@ int main(void)
 	waiter_wakes();
 	wait_fd_inbox();
 	fork_half_sent();
+	id_reused();
 	asyncpool_proactor_destroy(proactor);
 	return done_testing();
 }
