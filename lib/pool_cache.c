@@ -1047,6 +1047,7 @@ static bool other_apply(struct asyncpool *pool, uint64_t tok)
 		ap_state_unclaim(&pool->fl.state[idx], was);
 		goto bad;
 	}
+	atomic_store_explicit(&pool->released[idx], AP_W_GEN(was), memory_order_relaxed);
 	if (kind == AP_K_CACHED)
 		owner_lent_back(pool, AP_W_OWNER(was));
 	return true;
@@ -1106,6 +1107,7 @@ static bool owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max
 			bad++;
 			continue;
 		}
+		atomic_store_explicit(&pool->released[idx], g, memory_order_relaxed);
 		if (n == c->size) {
 			ap_cache_flush_batch(c);
 			n = ap_cache_n(c);
@@ -1355,15 +1357,16 @@ int ap_owner_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 	/*
 	 * Another owner's.  Released already (this generation or a later
 	 * one): refused at once.  Else the token goes to the owner, which
-	 * decides by the word (a racing copy is counted then); the hint
-	 * refuses the copies that come after this one.  An owner that
+	 * decides by the word (a racing copy is counted then).  The hint
+	 * is written only where a release was decided (the owner, or
+	 * other_apply): a token whose generation the buffer never had must
+	 * not make the holder's own release look stale.  An owner that
 	 * exited is seen when the batch is sent (owner_send).
 	 */
 	if ((int32_t)(gen - atomic_load_explicit(&pool->released[idx], memory_order_relaxed)) <= 0 ||
 	    !gen || !box_of(pool, o))
 		goto stale;
 	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
-	atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
 	if (!inside)
 		return owner_send(pool, o, &tok, 1, false);
 	ob = &c->outbox[o % AP_OUTBOXES];

@@ -704,6 +704,41 @@ static void id_reused(void)
 	is_int(asyncpool_destroy(p), 0, "id reused: destroy");
 }
 
+/* ---- a bad token does not turn the holder's release away ---- */
+
+/*
+ * A token that names a lent buffer with a generation it never had (one
+ * of another pool, say) is sent to the owner, which refuses it.  The
+ * holder's own release of the buffer, on another thread than the
+ * owner's, must still be taken, not refused at once as stale.
+ */
+static void bad_token_then_holder(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	uint64_t bad;
+	pthread_t o;
+	void *res;
+
+	tr.pool = p;
+	tr.n = 1;
+	atomic_store(&tr.phase, 0);
+	pthread_create(&o, NULL, lender, (void *)1);
+	while (atomic_load(&tr.phase) != 1)
+		sched_yield();
+	/* The same index, a generation ahead of the lease's. */
+	bad = tr.tok[0] + ((uint64_t)5 << 32);
+	(void)asyncpool_release_token(p, bad);
+	is_int(asyncpool_release_token(p, tr.tok[0]), 0,
+	       "bad token: the holder's release after it is taken");
+	atomic_store(&tr.phase, 2);
+	pthread_join(o, &res);
+	is_int((intptr_t)res, 0, "bad token: the owner lent it");
+	is_int(asyncpool_cache_flush_all(p), 0, "bad token: flush_all");
+	is_int(bad_releases(p), 1, "bad token: the bad one refused, once");
+	whole(p, "bad token");
+	is_int(asyncpool_destroy(p), 0, "bad token: destroy");
+}
+
 int main(void)
 {
 	if (asyncpool_proactor_create_memory(&proactor))
@@ -718,6 +753,7 @@ int main(void)
 	wait_fd_inbox();
 	fork_half_sent();
 	id_reused();
+	bad_token_then_holder();
 	asyncpool_proactor_destroy(proactor);
 	return done_testing();
 }
