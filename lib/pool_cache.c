@@ -280,11 +280,19 @@ __attribute__((noinline)) void ap_cache_flush_batch(struct ap_cache *c)
 	(void)cache_flush_top(c, c->batch < n ? c->batch : n);
 }
 
-/* The buffers at entries [from, to) of cache c are its own now. */
+/*
+ * The buffers at entries [from, to) of cache c are its own now.  Every
+ * lease of them so far is older than the entry's generation: the
+ * released[] hint says so, so that it never lags a lease by 2^31
+ * generations or more (it is compared in serial arithmetic), however
+ * many leases went by the freelist alone.
+ */
 static void cache_own(struct asyncpool *pool, struct ap_cache *c, uint32_t from, uint32_t to)
 {
 	for (uint32_t j = from; j < to; j++) {
 		ap_state_own(&pool->fl.state[c->idx[j]], c->id);
+		atomic_store_explicit(&pool->released[c->idx[j]], ap_gen_prev(c->gen[j]),
+				      memory_order_relaxed);
 		atomic_store_explicit(&pool->owner_of[c->idx[j]], c->id, memory_order_relaxed);
 	}
 }
@@ -1322,6 +1330,9 @@ int ap_owner_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 					n = ap_cache_n(c);
 				}
 				if (ap_state_leased_to_owned(s, gen, c->id)) {
+					/* As cache_own(): the hint is not behind. */
+					atomic_store_explicit(&pool->released[idx], gen,
+							      memory_order_relaxed);
 					atomic_store_explicit(&pool->owner_of[idx], c->id,
 							      memory_order_relaxed);
 					c->idx[n] = idx;
