@@ -347,93 +347,6 @@ static void owner_exits(void)
 	is_int(asyncpool_destroy(p), 0, "owner exits: destroy");
 }
 
-/* ---- waiter ---- */
-
-static struct {
-	struct asyncpool *pool;
-	_Atomic pid_t tid;
-	int rc;
-	uint64_t tok[CAP];
-} wt;
-
-static void *waiter(void *arg)
-{
-	struct asyncpool_lease l;
-
-	(void)arg;
-	atomic_store(&wt.tid, (pid_t)syscall(SYS_gettid));
-	wt.rc = asyncpool_acquire_wait(wt.pool, &l, tap_watchdog_bound(30) * 1000000000ll);
-	if (!wt.rc)
-		asyncpool_lease_release(&l);
-	return NULL;
-}
-
-static void *lend_all(void *arg)
-{
-	(void)arg;
-	for (unsigned i = 0; i < CAP; i++) {
-		struct asyncpool_lease l;
-
-		if (asyncpool_acquire(wt.pool, &l))
-			return (void *)1;
-		wt.tok[i] = asyncpool_lease_token(&l);
-	}
-	atomic_store(&tr.phase, 1);
-	while (atomic_load(&tr.phase) != 2)
-		sched_yield();
-	return NULL;
-}
-
-/* The thread is asleep in the kernel (state S): the waiter is in futex_wait. */
-static bool asleep(pid_t tid)
-{
-	char path[64], buf[256], *p;
-	FILE *f;
-	bool s = false;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
-	f = fopen(path, "r");
-	if (!f)
-		return false;
-	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) && p[1] == ' ')
-		s = p[2] == 'S';
-	fclose(f);
-	return s;
-}
-
-static void waiter_wakes(void)
-{
-	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
-	pthread_t o, w;
-	uint64_t e;
-	void *res;
-
-	wt.pool = p;
-	atomic_store(&tr.phase, 0);
-	atomic_store(&wt.tid, 0);
-	/* Another thread's cache lends all 64, and that thread stays. */
-	pthread_create(&o, NULL, lend_all, NULL);
-	while (atomic_load(&tr.phase) != 1)
-		sched_yield();
-	e = empties(p);
-	pthread_create(&w, NULL, waiter, NULL);
-	while (!atomic_load(&wt.tid) || empties(p) == e || !asleep(atomic_load(&wt.tid)))
-		usleep(1000);
-	/* This thread releases one: it goes to the owner's inbox. */
-	is_int(asyncpool_release_token(p, wt.tok[0]), 0, "waiter: a release sent to the owner");
-	pthread_join(w, NULL);
-	is_int(wt.rc, 0, "waiter: woken, it got the buffer that came back through the inbox");
-	atomic_store(&tr.phase, 2);
-	pthread_join(o, &res);
-	is_int((intptr_t)res, 0, "waiter: the owner lent all");
-	for (unsigned i = 1; i < CAP; i++)
-		if (asyncpool_release_token(p, wt.tok[i]))
-			ok(0, "waiter: release %u", i);
-	whole(p, "waiter");
-	is_int(bad_releases(p), 0, "waiter: nothing refused");
-	is_int(asyncpool_destroy(p), 0, "waiter: destroy");
-}
-
 /* ---- the wait fd ---- */
 
 /*
@@ -774,6 +687,93 @@ static void high_generation(void)
 	is_int(asyncpool_destroy(p), 0, "high generation: destroy");
 }
 
+/* ---- waiter ---- */
+
+static struct {
+	struct asyncpool *pool;
+	_Atomic pid_t tid;
+	int rc;
+	uint64_t tok[CAP];
+} wt;
+
+static void *waiter(void *arg)
+{
+	struct asyncpool_lease l;
+
+	(void)arg;
+	atomic_store(&wt.tid, (pid_t)syscall(SYS_gettid));
+	wt.rc = asyncpool_acquire_wait(wt.pool, &l, tap_watchdog_bound(30) * 1000000000ll);
+	if (!wt.rc)
+		asyncpool_lease_release(&l);
+	return NULL;
+}
+
+static void *lend_all(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; i < CAP; i++) {
+		struct asyncpool_lease l;
+
+		if (asyncpool_acquire(wt.pool, &l))
+			return (void *)1;
+		wt.tok[i] = asyncpool_lease_token(&l);
+	}
+	atomic_store(&tr.phase, 1);
+	while (atomic_load(&tr.phase) != 2)
+		sched_yield();
+	return NULL;
+}
+
+/* The thread is asleep in the kernel (state S): the waiter is in futex_wait. */
+static bool asleep(pid_t tid)
+{
+	char path[64], buf[256], *p;
+	FILE *f;
+	bool s = false;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) && p[1] == ' ')
+		s = p[2] == 'S';
+	fclose(f);
+	return s;
+}
+
+static void waiter_wakes(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	pthread_t o, w;
+	uint64_t e;
+	void *res;
+
+	wt.pool = p;
+	atomic_store(&tr.phase, 0);
+	atomic_store(&wt.tid, 0);
+	/* Another thread's cache lends all 64, and that thread stays. */
+	pthread_create(&o, NULL, lend_all, NULL);
+	while (atomic_load(&tr.phase) != 1)
+		sched_yield();
+	e = empties(p);
+	pthread_create(&w, NULL, waiter, NULL);
+	while (!atomic_load(&wt.tid) || empties(p) == e || !asleep(atomic_load(&wt.tid)))
+		usleep(1000);
+	/* This thread releases one: it goes to the owner's inbox. */
+	is_int(asyncpool_release_token(p, wt.tok[0]), 0, "waiter: a release sent to the owner");
+	pthread_join(w, NULL);
+	is_int(wt.rc, 0, "waiter: woken, it got the buffer that came back through the inbox");
+	atomic_store(&tr.phase, 2);
+	pthread_join(o, &res);
+	is_int((intptr_t)res, 0, "waiter: the owner lent all");
+	for (unsigned i = 1; i < CAP; i++)
+		if (asyncpool_release_token(p, wt.tok[i]))
+			ok(0, "waiter: release %u", i);
+	whole(p, "waiter");
+	is_int(bad_releases(p), 0, "waiter: nothing refused");
+	is_int(asyncpool_destroy(p), 0, "waiter: destroy");
+}
+
 int main(void)
 {
 	if (asyncpool_proactor_create_memory(&proactor))
@@ -784,12 +784,12 @@ int main(void)
 	settled_late();
 	in_transit();
 	owner_exits();
-	waiter_wakes();
 	wait_fd_inbox();
 	fork_half_sent();
 	id_reused();
 	bad_token_then_holder();
 	high_generation();
+	waiter_wakes();
 	asyncpool_proactor_destroy(proactor);
 	return done_testing();
 }
