@@ -59,6 +59,7 @@ static int owner_table_init(struct asyncpool *pool);
 static void owner_send_all(struct asyncpool *pool, struct ap_cache *c);
 static bool owners_moving(const struct asyncpool *pool);
 static void owner_lent_back(struct asyncpool *pool, uint32_t o);
+static void owners_after_fork(struct asyncpool *pool);
 
 
 /* Give the top k buffers of a cache back to the freelist as one chain. */
@@ -150,6 +151,10 @@ static void atfork_child(void)
 		/* No thread but ours runs here: no one is inside a cache. */
 		for (c = p->caches; c; c = c->reg_next)
 			__atomic_store_n(&c->busy, 0, __ATOMIC_RELAXED);
+		/* Before the exits below send to them: no inbox may keep a
+		 * slot that a thread which did not come along reserved. */
+		if (p->boxes)
+			owners_after_fork(p);
 		c = p->caches;
 
 		for (; c; c = nx) {
@@ -275,11 +280,19 @@ __attribute__((noinline)) void ap_cache_flush_batch(struct ap_cache *c)
 	(void)cache_flush_top(c, c->batch < n ? c->batch : n);
 }
 
-/* The buffers at entries [from, to) of cache c are its own now. */
+/*
+ * The buffers at entries [from, to) of cache c are its own now.  Every
+ * lease of them so far is older than the entry's generation: the
+ * released[] hint says so, so that it never lags a lease by 2^31
+ * generations or more (it is compared in serial arithmetic), however
+ * many leases went by the freelist alone.
+ */
 static void cache_own(struct asyncpool *pool, struct ap_cache *c, uint32_t from, uint32_t to)
 {
 	for (uint32_t j = from; j < to; j++) {
 		ap_state_own(&pool->fl.state[c->idx[j]], c->id);
+		atomic_store_explicit(&pool->released[c->idx[j]], ap_gen_prev(c->gen[j]),
+				      memory_order_relaxed);
 		atomic_store_explicit(&pool->owner_of[c->idx[j]], c->id, memory_order_relaxed);
 	}
 }
@@ -1085,6 +1098,7 @@ static bool other_apply(struct asyncpool *pool, uint64_t tok)
 		ap_state_unclaim(&pool->fl.state[idx], was);
 		goto bad;
 	}
+	atomic_store_explicit(&pool->released[idx], AP_W_GEN(was), memory_order_relaxed);
 	if (kind == AP_K_CACHED)
 		owner_lent_back(pool, AP_W_OWNER(was));
 	return true;
@@ -1144,6 +1158,7 @@ static bool owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max
 			bad++;
 			continue;
 		}
+		atomic_store_explicit(&pool->released[idx], g, memory_order_relaxed);
 		if (n == c->size) {
 			ap_cache_flush_batch(c);
 			n = ap_cache_n(c);
@@ -1190,9 +1205,17 @@ static int owner_send(struct asyncpool *pool, uint32_t o, const uint64_t *tok, u
 	 * them, or the exiting owner / the waiter, sees the other. */
 	atomic_thread_fence(memory_order_seq_cst);
 	if (AP_UNLIKELY(atomic_load_explicit(&b->orphan, memory_order_relaxed))) {
+		AP_TEST_STALL(AP_TS_ORPHAN_SEEN);
 		if (!locked)
 			pthread_mutex_lock(&ap_cache_lock);
-		box_drain_other(pool, b);
+		/*
+		 * Again under the lock: before we had it, someone else may
+		 * have drained the box, and a new thread taken the id
+		 * (owner_id_take); its owner, alive, is then the only one
+		 * that may read the ring and write its words.
+		 */
+		if (atomic_load_explicit(&b->orphan, memory_order_relaxed))
+			box_drain_other(pool, b);
 		if (!locked)
 			pthread_mutex_unlock(&ap_cache_lock);
 	}
@@ -1250,6 +1273,34 @@ static void owners_settle(struct asyncpool *pool)
 		}
 	for (uint32_t o = 1; o < atomic_load_explicit(&pool->box_count, memory_order_relaxed); o++)
 		box_drain_other(pool, pool->boxes[o]);
+}
+
+/*
+ * In a forked child (the lock held, the only thread, outside its
+ * window): an inbox may hold slots that a sender which did not come
+ * along reserved and never wrote, and tokens an owner which did not
+ * come along took out and did not decide.  A receiver stops at the
+ * first empty slot, so every token behind such a gap would strand,
+ * and the ring would fill and make every later send spin.  Decide what
+ * was written, by CAS, and start every ring empty; the releases in
+ * flight in the threads that did not come along are lost with them
+ * (their buffers stay lent, as a lease those threads held does).
+ */
+static void owners_after_fork(struct asyncpool *pool)
+{
+	for (uint32_t o = 1; o < atomic_load_explicit(&pool->box_count, memory_order_relaxed); o++) {
+		struct ap_inbox *b = pool->boxes[o];
+		uint32_t t = atomic_load_explicit(&b->tail, memory_order_relaxed);
+
+		for (; b->head != t; b->head++) {
+			uint64_t tok = atomic_exchange_explicit(&b->slot[b->head & b->mask], 0,
+								memory_order_relaxed);
+
+			if (tok)
+				(void)other_apply(pool, tok);
+		}
+		ap_inbox_done(b);
+	}
 }
 
 /*
@@ -1322,6 +1373,9 @@ int ap_owner_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 					n = ap_cache_n(c);
 				}
 				if (ap_state_leased_to_owned(s, gen, c->id)) {
+					/* As cache_own(): the hint is not behind. */
+					atomic_store_explicit(&pool->released[idx], gen,
+							      memory_order_relaxed);
 					atomic_store_explicit(&pool->owner_of[idx], c->id,
 							      memory_order_relaxed);
 					c->idx[n] = idx;
@@ -1357,15 +1411,16 @@ int ap_owner_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 	/*
 	 * Another owner's.  Released already (this generation or a later
 	 * one): refused at once.  Else the token goes to the owner, which
-	 * decides by the word (a racing copy is counted then); the hint
-	 * refuses the copies that come after this one.  An owner that
+	 * decides by the word (a racing copy is counted then).  The hint
+	 * is written only where a release was decided (the owner, or
+	 * other_apply): a token whose generation the buffer never had must
+	 * not make the holder's own release look stale.  An owner that
 	 * exited is seen when the batch is sent (owner_send).
 	 */
 	if ((int32_t)(gen - atomic_load_explicit(&pool->released[idx], memory_order_relaxed)) <= 0 ||
 	    !gen || !box_of(pool, o))
 		goto stale;
 	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
-	atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
 	if (!inside)
 		return owner_send(pool, o, &tok, 1, false);
 	ob = &c->outbox[o % AP_OUTBOXES];

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "internal.h"
+#include "test_stall.h"
 
 struct ap_inbox {
 	_Alignas(AP_CACHE_LINE) _Atomic uint32_t tail;  /* reserved by senders */
@@ -63,6 +64,7 @@ static inline bool ap_inbox_send(struct ap_inbox *b, const uint64_t *tok, uint32
 			return false;
 	} while (!atomic_compare_exchange_weak_explicit(&b->tail, &t, t + k, memory_order_relaxed,
 						       memory_order_relaxed));
+	AP_TEST_STALL(AP_TS_INBOX_SEND);
 	for (uint32_t j = 0; j < k; j++)
 		atomic_store_explicit(&b->slot[(t + j) & b->mask], tok[j], memory_order_release);
 	return true;

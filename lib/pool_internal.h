@@ -66,7 +66,8 @@ struct asyncpool {
 	 * Per buffer, for the releases on other threads (pool_cache.c):
 	 * owner_of[i] the owner id, written when the buffer enters or
 	 * leaves a cache, never while it is lent; released[i] the last
-	 * generation released, written by the releasers.  Hints that
+	 * generation released, written where a release is decided (never
+	 * by a releaser that only sends: its token may be wrong).  Hints that
 	 * refuse a stale copy at once without reading the word, whose line
 	 * the owner writes: the owner's check of the word decides.
 	 */

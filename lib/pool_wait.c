@@ -253,6 +253,14 @@ static void *waker_main(void *arg)
 			AP_FL_END;
 		if (empty && ap_pool_refunded(pool, -ENOBUFS))
 			empty = false;
+		/*
+		 * While the fd exists every cache is bypassed, but the release
+		 * of a lent buffer still goes to its owner's inbox (pool_cache.c,
+		 * "Ownership"), not to the freelist: it wakes this thread, which
+		 * settles it to the freelist, or the fd would stay silent.
+		 */
+		if (empty && pool->fl.lazy && ap_cache_flush_others(pool, false) > 0)
+			empty = false;
 		if (!empty)
 			(void)eventfd_write(w->fd, 1);
 		(void)ap_futex_wait(&line->wait, v, sleep_until(pool, NULL, &slice),

@@ -32,7 +32,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -344,6 +347,346 @@ static void owner_exits(void)
 	is_int(asyncpool_destroy(p), 0, "owner exits: destroy");
 }
 
+/* ---- the wait fd ---- */
+
+/*
+ * Every buffer is lent by this thread's cache when the wait fd is made;
+ * while it exists every cache is bypassed, so the release of a lent one
+ * goes to its owner's inbox, not to the freelist.  The fd must still
+ * become readable (asyncpool_wait_fd(3): "when a release ... may have
+ * made a buffer available"), and the acquire it prompts gets the buffer.
+ */
+static void wait_fd_inbox(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool_lease l;
+	struct pollfd pfd;
+	uint64_t tok[CAP], v;
+	int fd;
+
+	for (unsigned i = 0; i < CAP; i++) {
+		if (asyncpool_acquire(p, &l))
+			ok(0, "wait fd: acquire %u", i);
+		tok[i] = asyncpool_lease_token(&l);
+	}
+	fd = asyncpool_wait_fd(p);
+	ok(fd >= 0, "wait fd: made while all %d are lent", CAP);
+	(void)eventfd_read(fd, &v);     /* nothing free: normally not readable */
+	is_int(asyncpool_release_token(p, tok[0]), 0, "wait fd: a lent buffer released");
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	/* Generous: readable at once when right; a bound, not a timing. */
+	is_int(poll(&pfd, 1, (int)tap_watchdog_bound(10) * 1000 / 3), 1,
+	       "wait fd: readable for a release that went to an inbox");
+	is_int(asyncpool_acquire(p, &l), 0, "wait fd: the acquire it prompts gets the buffer");
+	is_int(l.buffer_index, (uint32_t)tok[0], "wait fd: the buffer released");
+	asyncpool_lease_release(&l);
+	for (unsigned i = 1; i < CAP; i++)
+		if (asyncpool_release_token(p, tok[i]))
+			ok(0, "wait fd: release %u", i);
+	whole(p, "wait fd");
+	is_int(bad_releases(p), 0, "wait fd: nothing refused");
+	is_int(asyncpool_destroy(p), 0, "wait fd: destroy");
+}
+
+/* ---- fork while a release is half sent ---- */
+
+static struct {
+	struct asyncpool *pool;
+	uint64_t x, y;
+	_Atomic int stalled, go, phase;
+} fk;
+
+static void fork_stall(enum ap_test_stall p)
+{
+	if (p != AP_TS_INBOX_SEND || !stall_me)
+		return;
+	stall_me = false;
+	atomic_store(&fk.stalled, 1);
+	while (!atomic_load(&fk.go))
+		sched_yield();
+}
+
+/* Lends x and y, then stays until phase 2. */
+static void *lend_x_y(void *arg)
+{
+	struct asyncpool_lease l;
+
+	(void)arg;
+	if (asyncpool_acquire(fk.pool, &l))
+		return (void *)1;
+	fk.x = asyncpool_lease_token(&l);
+	if (asyncpool_acquire(fk.pool, &l))
+		return (void *)1;
+	fk.y = asyncpool_lease_token(&l);
+	atomic_store(&fk.phase, 1);
+	while (atomic_load(&fk.phase) != 2)
+		sched_yield();
+	return NULL;
+}
+
+/* Releases x (another owner's) and sends it: held after it reserved the slot. */
+static void *half_send(void *arg)
+{
+	(void)arg;
+	stall_me = true;
+	if (asyncpool_release_token(fk.pool, fk.x))
+		return (void *)1;
+	asyncpool_cache_flush(fk.pool);
+	return NULL;
+}
+
+/*
+ * The child of a fork has a copy of an inbox in which a slot was
+ * reserved by a thread that did not come along: it is never written.
+ * Releases sent to that owner in the child must still come back (x,
+ * whose release was in flight in the parent, stays lent in the child).
+ * No thread is started in the child (TSan does not allow it).
+ */
+static void fork_half_sent(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool_lease all[CAP];
+	pthread_t t, o;
+	int status;
+	void *res;
+	pid_t pid;
+
+	fk.pool = p;
+	atomic_store(&fk.stalled, 0);
+	atomic_store(&fk.go, 0);
+	atomic_store(&fk.phase, 0);
+	pthread_create(&o, NULL, lend_x_y, NULL);
+	while (atomic_load(&fk.phase) != 1)
+		sched_yield();
+	ap_test_hook_stall = fork_stall;
+	pthread_create(&t, NULL, half_send, NULL);
+	while (!atomic_load(&fk.stalled))
+		sched_yield();
+	pid = fork_or_bail();
+	if (pid == 0) {
+		int bad = 0;
+
+		/* y goes to the same owner's inbox, behind the unwritten slot. */
+		bad |= asyncpool_release_token(p, fk.y) != 0;
+		bad |= (asyncpool_cache_flush(p) != 0) << 1;
+		bad |= (asyncpool_cache_flush_all(p) != 0) << 2;
+		/* Every buffer but x: y came back through the inbox. */
+		bad |= (asyncpool_available(p) != CAP - 1) << 3;
+		bad |= (asyncpool_check(p) != 0) << 4;
+		bad |= (asyncpool_acquire_bulk(p, all, CAP - 1) != 0) << 5;
+		_exit(bad);
+	}
+	is_int(waitpid(pid, &status, 0), pid, "fork: child reaped");
+	ok(WIFEXITED(status), "fork: the child exited");
+	is_int(WEXITSTATUS(status), 0,
+	       "fork: in the child, a release sent behind a slot never written comes back");
+	atomic_store(&fk.go, 1);
+	pthread_join(t, &res);
+	ap_test_hook_stall = NULL;
+	is_int((intptr_t)res, 0, "fork: the parent's half-sent release completes");
+	is_int(asyncpool_release_token(p, fk.y), 0, "fork: y released in the parent");
+	atomic_store(&fk.phase, 2);
+	pthread_join(o, &res);
+	is_int((intptr_t)res, 0, "fork: the owner lent x and y");
+	whole(p, "fork");
+	is_int(bad_releases(p), 0, "fork: nothing refused");
+	is_int(asyncpool_destroy(p), 0, "fork: destroy");
+}
+
+/* ---- an orphan's id used again while a sender is about to drain it ---- */
+
+static struct {
+	struct asyncpool *pool;
+	uint64_t x, z;
+	_Atomic int phase;              /* the main thread's orders to e_thread */
+	_Atomic int c_stalled, c_go, e_stalled, e_go;
+} ru;
+
+static __thread int stall_at = -1;     /* the one stall point this thread stops at */
+
+static void reuse_stall(enum ap_test_stall p)
+{
+	if ((int)p != stall_at)
+		return;
+	stall_at = -1;
+	if (p == AP_TS_ORPHAN_SEEN) {
+		atomic_store(&ru.c_stalled, 1);
+		while (!atomic_load(&ru.c_go))
+			sched_yield();
+	} else {
+		atomic_store(&ru.e_stalled, 1);
+		while (!atomic_load(&ru.e_go))
+			sched_yield();
+	}
+}
+
+/* Lends x and exits: its id is an orphan with x out. */
+static void *lend_x_and_exit(void *arg)
+{
+	struct asyncpool_lease l;
+
+	(void)arg;
+	if (asyncpool_acquire(ru.pool, &l))
+		return (void *)1;
+	ru.x = asyncpool_lease_token(&l);
+	return NULL;
+}
+
+/* Releases x and sends it to the orphan: held once it saw the orphan. */
+static void *send_to_orphan(void *arg)
+{
+	(void)arg;
+	if (asyncpool_release_token(ru.pool, ru.x))
+		return (void *)1;
+	stall_at = AP_TS_ORPHAN_SEEN;
+	asyncpool_cache_flush(ru.pool);
+	return NULL;
+}
+
+/* The new owner: lends z (phase 1), releases its own copy of z (phase 2), flushes (phase 3). */
+static void *e_thread(void *arg)
+{
+	struct asyncpool_lease l;
+	intptr_t bad = 0;
+
+	(void)arg;
+	if (asyncpool_acquire(ru.pool, &l))
+		return (void *)1;
+	ru.z = asyncpool_lease_token(&l);
+	atomic_store(&ru.phase, 1);
+	while (atomic_load(&ru.phase) != 2)
+		sched_yield();
+	stall_at = AP_TS_CACHE_CLAIM;   /* inside its window, in the word's load-compare-store */
+	bad |= asyncpool_release_token(ru.pool, ru.z) != 0;
+	atomic_store(&ru.phase, 3);
+	while (atomic_load(&ru.phase) != 4)
+		sched_yield();
+	bad |= asyncpool_cache_flush(ru.pool) != 0;     /* it looks at its inbox */
+	return (void *)bad;
+}
+
+static void id_reused(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	pthread_t a, c, e;
+	uint32_t ids;
+	void *res;
+
+	ru.pool = p;
+	atomic_store(&ru.phase, 0);
+	atomic_store(&ru.c_stalled, 0);
+	atomic_store(&ru.c_go, 0);
+	atomic_store(&ru.e_stalled, 0);
+	atomic_store(&ru.e_go, 0);
+	ap_test_hook_stall = reuse_stall;
+	pthread_create(&a, NULL, lend_x_and_exit, NULL);
+	pthread_join(a, &res);
+	is_int((intptr_t)res, 0, "id reused: x lent by a thread that exited");
+	pthread_create(&c, NULL, send_to_orphan, NULL);
+	while (!atomic_load(&ru.c_stalled))
+		sched_yield();
+	/* x came back: the orphan's id has nothing out, and is used again. */
+	is_int(asyncpool_cache_flush_all(p), 0, "id reused: flush_all settles x");
+	ids = atomic_load(&p->box_count);
+	pthread_create(&e, NULL, e_thread, NULL);
+	while (atomic_load(&ru.phase) != 1)
+		sched_yield();
+	is_int(atomic_load(&p->box_count), ids, "id reused: the new thread took the orphan's id");
+	/* A copy of z, sent from here, waits in the new owner's inbox. */
+	is_int(asyncpool_release_token(p, ru.z), 0, "id reused: a copy of z sent to its owner");
+	is_int(asyncpool_cache_flush(p), 0, "id reused: sent");
+	/* The owner releases its own copy, held inside its window... */
+	atomic_store(&ru.phase, 2);
+	while (!atomic_load(&ru.e_stalled))
+		sched_yield();
+	/* ...while the old sender goes on: the box is no orphan's any more. */
+	atomic_store(&ru.c_go, 1);
+	pthread_join(c, &res);
+	is_int((intptr_t)res, 0, "id reused: the old sender finished");
+	atomic_store(&ru.e_go, 1);
+	while (atomic_load(&ru.phase) != 3)
+		sched_yield();
+	ap_test_hook_stall = NULL;
+	atomic_store(&ru.phase, 4);
+	pthread_join(e, &res);
+	is_int((intptr_t)res, 0, "id reused: the owner's copy taken, its inbox looked at");
+	is_int(bad_releases(p), 1, "id reused: the other copy of z refused by its owner, once");
+	is_int(asyncpool_check(p), 0, "id reused: the audit is clean (z in one place)");
+	whole(p, "id reused");
+	is_int(asyncpool_destroy(p), 0, "id reused: destroy");
+}
+
+/* ---- a bad token does not turn the holder's release away ---- */
+
+/*
+ * A token that names a lent buffer with a generation it never had (one
+ * of another pool, say) is sent to the owner, which refuses it.  The
+ * holder's own release of the buffer, on another thread than the
+ * owner's, must still be taken, not refused at once as stale.
+ */
+static void bad_token_then_holder(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	uint64_t bad;
+	pthread_t o;
+	void *res;
+
+	tr.pool = p;
+	tr.n = 1;
+	atomic_store(&tr.phase, 0);
+	pthread_create(&o, NULL, lender, (void *)1);
+	while (atomic_load(&tr.phase) != 1)
+		sched_yield();
+	/* The same index, a generation ahead of the lease's. */
+	bad = tr.tok[0] + ((uint64_t)5 << 32);
+	(void)asyncpool_release_token(p, bad);
+	is_int(asyncpool_release_token(p, tr.tok[0]), 0,
+	       "bad token: the holder's release after it is taken");
+	atomic_store(&tr.phase, 2);
+	pthread_join(o, &res);
+	is_int((intptr_t)res, 0, "bad token: the owner lent it");
+	is_int(asyncpool_cache_flush_all(p), 0, "bad token: flush_all");
+	is_int(bad_releases(p), 1, "bad token: the bad one refused, once");
+	whole(p, "bad token");
+	is_int(asyncpool_destroy(p), 0, "bad token: destroy");
+}
+
+/* ---- generations past 2^31 ---- */
+
+/*
+ * The released[] hint is compared with a lease's generation in 32-bit
+ * serial arithmetic.  A buffer that reached generation 2^31 + k before
+ * it was ever lent from a cache (leases popped straight from the
+ * freelist while caches were bypassed, say) must still have a release
+ * on another thread taken.  The generations are set through the test
+ * hooks: 2^31 real leases would take too long.
+ */
+static void high_generation(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	pthread_t o;
+	void *res;
+
+	for (uint32_t i = 0; i < CAP; i++)
+		atomic_store(&p->fl.state[i], AP_W_MAKE(AP_K_FREE, 0, 0x80000010u));
+	tr.pool = p;
+	tr.n = 1;
+	atomic_store(&tr.phase, 0);
+	pthread_create(&o, NULL, lender, (void *)1);
+	while (atomic_load(&tr.phase) != 1)
+		sched_yield();
+	is_int((int)(tr.tok[0] >> 32) == 0x80000011, 1, "high generation: lent at 2^31 + 17");
+	is_int(asyncpool_release_token(p, tr.tok[0]), 0,
+	       "high generation: released on another thread, taken");
+	atomic_store(&tr.phase, 2);
+	pthread_join(o, &res);
+	is_int((intptr_t)res, 0, "high generation: the owner lent it");
+	is_int(bad_releases(p), 0, "high generation: nothing refused");
+	whole(p, "high generation");
+	is_int(asyncpool_destroy(p), 0, "high generation: destroy");
+}
+
 /* ---- waiter ---- */
 
 static struct {
@@ -490,6 +833,11 @@ int main(void)
 	settled_late();
 	in_transit();
 	owner_exits();
+	wait_fd_inbox();
+	fork_half_sent();
+	id_reused();
+	bad_token_then_holder();
+	high_generation();
 	waiter_wakes();
 	default_caches();
 	asyncpool_proactor_destroy(proactor);
