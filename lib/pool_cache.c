@@ -1085,7 +1085,7 @@ static void owner_lent_back(struct asyncpool *pool, uint32_t o)
  */
 static bool other_apply(struct asyncpool *pool, uint64_t tok)
 {
-	uint32_t idx = AP_TOKEN_INDEX(tok), gen = AP_TOKEN_GEN(tok), kind;
+	uint32_t idx = AP_INBOX_INDEX(tok), gen = AP_TOKEN_GEN(tok), kind;
 	uint64_t was;
 
 	if (idx >= pool->fl.count || !gen)
@@ -1144,13 +1144,13 @@ static bool owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max
 			 */
 			for (m = j = 0; m < AP_OUTBOX_BATCH && k + m < max &&
 			     (ahead[m] = ap_inbox_next(b)) != 0; m++)
-				if (AP_TOKEN_INDEX(ahead[m]) < pool->fl.count)
-					__builtin_prefetch(&pool->fl.state[AP_TOKEN_INDEX(ahead[m])], 1);
+				if (AP_INBOX_INDEX(ahead[m]) < pool->fl.count)
+					__builtin_prefetch(&pool->fl.state[AP_INBOX_INDEX(ahead[m])], 1);
 			if (!m)
 				break;
 		}
 		tok = ahead[j++];
-		idx = AP_TOKEN_INDEX(tok);
+		idx = AP_INBOX_INDEX(tok);
 		g = AP_TOKEN_GEN(tok);
 		n = ap_cache_n(c);
 		k++;
@@ -1158,7 +1158,9 @@ static bool owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max
 			bad++;
 			continue;
 		}
-		atomic_store_explicit(&pool->released[idx], g, memory_order_relaxed);
+		/* The sender wrote it if it could: then the line stays its own. */
+		if (!(AP_TOKEN_INDEX(tok) & AP_INBOX_HINTED))
+			atomic_store_explicit(&pool->released[idx], g, memory_order_relaxed);
 		if (n == c->size) {
 			ap_cache_flush_batch(c);
 			n = ap_cache_n(c);
@@ -1342,7 +1344,7 @@ int ap_owner_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 {
 	uint64_t w, tok = AP_TOKEN_MAKE(gen, idx);
 	uint64_t batch[AP_OUTBOX_BATCH];
-	uint32_t o, n, sent = 0, to = 0;
+	uint32_t o, n, r, sent = 0, to = 0;
 	struct ap_outbox *ob;
 	struct ap_cache *c;
 	bool inside;
@@ -1417,10 +1419,23 @@ int ap_owner_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 	 * not make the holder's own release look stale.  An owner that
 	 * exited is seen when the batch is sent (owner_send).
 	 */
-	if ((int32_t)(gen - atomic_load_explicit(&pool->released[idx], memory_order_relaxed)) <= 0 ||
-	    !gen || !box_of(pool, o))
+	r = atomic_load_explicit(&pool->released[idx], memory_order_relaxed);
+	if ((int32_t)(gen - r) <= 0 || !gen || !box_of(pool, o))
 		goto stale;
 	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
+	/*
+	 * The lease right after the last one decided: a copy of the lease
+	 * the buffer is lent in (or a token forged with exactly the next
+	 * generation, the class of a forged pointer).  Its sender writes the
+	 * hint, and tells the owner so: in a hand-off the hint's line then
+	 * stays with the releasing thread, as the word's stays with the
+	 * owner.  Any other generation only goes to the owner, which writes
+	 * the hint if it takes it.
+	 */
+	if (gen == ap_gen_next(r)) {
+		atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
+		tok |= AP_INBOX_HINTED;
+	}
 	if (!inside)
 		return owner_send(pool, o, &tok, 1, false);
 	ob = &c->outbox[o % AP_OUTBOXES];

@@ -29,7 +29,16 @@
 #include <stdint.h>
 
 #include "internal.h"
+#include "lease.h"
 #include "test_stall.h"
+
+/*
+ * Bit 31 of a token's index half, free (an index is below 2^31 - 1): the
+ * sender wrote the buffer's released[] hint itself (pool_cache.c), so
+ * the owner need not.
+ */
+#define AP_INBOX_HINTED 0x80000000u
+#define AP_INBOX_INDEX(tok) (AP_TOKEN_INDEX(tok) & ~AP_INBOX_HINTED)
 
 struct ap_inbox {
 	_Alignas(AP_CACHE_LINE) _Atomic uint32_t tail;  /* reserved by senders */
