@@ -357,6 +357,31 @@ static int cache_put(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, u
 }
 
 /* A release into the calling thread's cache that needs no more: false if not done. */
+/*
+ * A release of another owner's lent buffer into the outbox of the
+ * calling thread's cache c (entered), when that takes no more than the
+ * outbox has room for: the common case of a hand-off, inline.  false:
+ * ap_owner_release() decides (stale, a batch to send, no owner...).
+ */
+static inline __attribute__((always_inline)) bool owner_gather(struct asyncpool *pool,
+							     struct ap_cache *c, uint32_t idx,
+							     uint32_t gen)
+{
+	uint32_t o = atomic_load_explicit(&pool->owner_of[idx], memory_order_relaxed);
+	uint32_t r = atomic_load_explicit(&pool->released[idx], memory_order_relaxed);
+	struct ap_outbox *ob = &c->outbox[o % AP_OUTBOXES];
+
+	/* The lease right after the last decided (ap_owner_release). */
+	if (!o || o == c->id || gen != ap_gen_next(r) || ob->owner != o ||
+	    ob->n + 1 >= AP_OUTBOX_BATCH)
+		return false;
+	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
+	atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
+	ob->tok[ob->n] = AP_TOKEN_MAKE(gen, idx) | AP_INBOX_HINTED;
+	__atomic_store_n(&ob->n, ob->n + 1, __ATOMIC_RELAXED);
+	return true;
+}
+
 static inline __attribute__((always_inline)) bool cache_put_fast(struct asyncpool *pool,
 							   uint32_t idx, uint32_t gen)
 {
@@ -368,6 +393,10 @@ static inline __attribute__((always_inline)) bool cache_put_fast(struct asyncpoo
 		if (AP_LIKELY(n != c->size && ap_cache_push(pool, c, n, idx, gen, &back))) {
 			ap_cache_add_lent(c, -(int64_t)back);
 			ap_cache_set_n(c, n + 1);
+			ap_cache_leave(c);
+			return true;
+		}
+		if (pool->fl.lazy && owner_gather(pool, c, idx, gen)) {
 			ap_cache_leave(c);
 			return true;
 		}
