@@ -18,23 +18,17 @@
  * The lock is taken before the record says LIVE, and the record stops
  * saying LIVE before the lock is dropped, so a LIVE record whose lock
  * is free is a dead process, never one being born or leaving.
+ *
+ * When every slot is taken, an attach reclaims the dead ones
+ * (reclaim.c, below this file); the reclaim reads the records and their
+ * liveness through attach_rec.h, never through this file.
  */
-#include "pool_internal.h"
-#include "attach_live.h"
+#include "attach_rec.h"
 
 #include <fcntl.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
-
-/* From our own geometry: the header is shared, so untrusted. */
-struct ap_attach *ap_attach_rec(const struct asyncpool *pool, uint32_t slot)
-{
-	struct ap_layout_geometry g;
-
-	(void)ap_layout_geometry(pool->fl.count, true, &g);
-	return (struct ap_attach *)((char *)pool->storage + g.attach_offset) + slot;
-}
 
 /*
  * Our own open file description of fd's file: an inherited one would
@@ -154,20 +148,4 @@ void ap_detach(struct asyncpool *pool)
 	pool->lock_fd = -1;
 	pool->fl.att = NULL;
 	pool->fl.me = 0;
-}
-
-int ap_attach_alive(const struct asyncpool *pool, uint32_t slot)
-{
-	struct ap_attach *a = ap_attach_rec(pool, slot);
-
-	if (pool->lock_fd >= 0 && slot == pool->slot)
-		return AP_ATT_STATE(atomic_load_explicit(&a->life, memory_order_acquire)) ==
-		       AP_ATT_LIVE;
-	/* Through a borrowed description a lock of that description looks
-	 * free: cannot tell, so a LIVE record is taken as alive (reclaim
-	 * leaves it to a handle with a description of its own). */
-	if (pool->lock_borrowed &&
-	    AP_ATT_STATE(atomic_load_explicit(&a->life, memory_order_acquire)) == AP_ATT_LIVE)
-		return -EOPNOTSUPP;
-	return ap_attach_live(a, pool->lock_fd, slot);
 }

@@ -24,7 +24,9 @@
  *   the whole word, so exactly one release of a lease wins, and a stale
  *   copy (an older generation) never does, raced or not.
  * - A release into a cache is a CAS too, so that of two copies of a
- *   lease released at the same instant into two caches exactly one wins.
+ *   lease released at the same instant into two caches exactly one wins;
+ *   except where the word has an owner (below): then only the owner
+ *   writes it, and decides the copies one after the other.
  * - A dead holder's LEASED, CACHED and unlinked FREE words are claimed
  *   by a reclaim (reclaim.c), by CAS.  A process's own CACHED words only
  *   it or its reclaimer (once it is dead) touch, so cached_to_leased
@@ -50,8 +52,13 @@
  * a CACHED g word, holder 0, as it accepts LEASED g; a stale copy (an
  * older generation) is refused as ever.  A CACHED word alone no longer
  * tells a cached buffer from a lent one: what must know by index alone
- * asks the caches (ap_cache_lease_gen()).  Shared pools keep the store:
- * another process cannot ask our caches.
+ * asks the caches with every owner stopped (ap_cache_claim_lent()).
+ * Shared pools keep the store: another process cannot ask our caches.
+ *
+ * Owned (issue 22): such a word also names the cache that holds or lent
+ * it (ap_owned_word() below), and only that cache writes it, with a load
+ * and a store: its own release (ap_state_owner_back), and the releases
+ * other threads send it (pool_inbox.h, pool_cache.c "Ownership").
  */
 #ifndef ASYNCPOOL_BUFFER_STATE_H
 #define ASYNCPOOL_BUFFER_STATE_H
@@ -94,6 +101,61 @@ static inline bool ap_state_take(ap_word *s, uint64_t seen, uint32_t kind, uint3
 }
 
 /*
+ * Ownership (issue 22, pool_cache.c "Ownership"): in a local pool whose caches
+ * lend, a CACHED word also names its owner, the cache id of the thread
+ * whose cache holds it or lent it, in bits 32-54 (zero in every other
+ * word, and in every word of a shared pool).  Only the owner writes
+ * such a word, with a plain load and store, inside its cache window
+ * (pool_cache.h): a release on another thread is sent to the owner
+ * (pool_inbox.h), which decides it in turn.  The other writers exclude
+ * the owner first (a flusher: bypass, membarrier), or come after it
+ * (its thread exited: the id is an orphan), and use a CAS.
+ */
+#define AP_OWNER_MASK 0x7fffffu
+#define AP_W_OWNER(w) ((uint32_t)((w) >> 32) & AP_OWNER_MASK)
+
+/* The word of a buffer owned by cache id o, next (or lent) generation g. */
+static inline uint64_t ap_owned_word(uint32_t o, uint32_t g)
+{
+	return ((uint64_t)AP_K_CACHED << 62) | ((uint64_t)o << 32) | g;
+}
+
+/*
+ * The owner's release of its own lent buffer (owner o, inside its
+ * window): CACHED o g -> CACHED o g+1, a load and a store.  false if
+ * the word is not that (a stale or double copy, or not ours).
+ */
+static inline bool ap_state_owner_back(ap_word *s, uint32_t o, uint32_t g)
+{
+	if (ap_state_load(s) != ap_owned_word(o, g))
+		return false;
+	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
+	atomic_store_explicit(s, ap_owned_word(o, ap_gen_next(g)), memory_order_relaxed);
+	return true;
+}
+
+/* A buffer taken into cache o (a refill, a depot batch): its owner is o. */
+static inline void ap_state_own(ap_word *s, uint32_t o)
+{
+	uint64_t w = ap_state_load(s);
+
+	atomic_store_explicit(s, (w & ~((uint64_t)AP_OWNER_MASK << 32)) | ((uint64_t)o << 32),
+			      memory_order_relaxed);
+}
+
+/*
+ * LEASED g (not lent) -> owned by cache o at g+1: a release into the
+ * caller's cache, by CAS as every release of a word no one owns (a lease
+ * popped straight from the freelist).  false if refused.
+ */
+static inline bool ap_state_leased_to_owned(ap_word *s, uint32_t gen, uint32_t o)
+{
+	uint64_t w = AP_W_MAKE(AP_K_LEASED, 0, gen);
+
+	return ap_state_cas(s, &w, ap_owned_word(o, ap_gen_next(gen)));
+}
+
+/*
  * What a lent buffer's word holds above its generation, kind CACHED and
  * holder 0 (AP_LENT: bits 32-63 of the word), and what stands for it in
  * a pool that does not lend: holder bits that ap_state_lease_gen()
@@ -112,8 +174,10 @@ static inline bool ap_state_take(ap_word *s, uint64_t seen, uint32_t kind, uint3
  */
 static inline uint32_t ap_state_lease_gen(uint64_t w, uint32_t gen, uint32_t lent)
 {
-	/* Kind, the zero bits and generation, the holder masked out. */
-	uint64_t kg = w & ~((uint64_t)AP_HOLDER_MASK << 55);
+	/* Kind, the zero bits and generation, the holder masked out, and
+	 * in a pool that lends the owner too (below). */
+	uint64_t kg = w & ~(((uint64_t)AP_HOLDER_MASK << 55) |
+			    ((uint64_t)(lent == AP_LENT) * AP_OWNER_MASK << 32));
 
 	if (__builtin_expect(gen != 0, 1))
 		return kg == (((uint64_t)AP_K_LEASED << 62) | gen) ||
@@ -240,7 +304,8 @@ static inline uint32_t ap_state_cached_to_leased(ap_word *s, uint32_t me, uint32
  */
 static inline bool ap_state_uncache(ap_word *s, uint32_t me, uint32_t gen)
 {
-	if (ap_state_load(s) != AP_W_MAKE(AP_K_CACHED, me, gen))
+	/* A local pool's word names its owner, which is the caller. */
+	if ((ap_state_load(s) & ~((uint64_t)AP_OWNER_MASK << 32)) != AP_W_MAKE(AP_K_CACHED, me, gen))
 		return false;
 	atomic_store_explicit(s, AP_W_MAKE(AP_K_FREE, me, ap_gen_prev(gen)), memory_order_relaxed);
 	return true;

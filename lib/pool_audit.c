@@ -40,7 +40,7 @@ AP_EXPORT int asyncpool_check(const struct asyncpool *pool)
 	/* Every cached buffer of a local pool is in a cache of this process,
 	 * or lent by one (buffer_state.h); those of a shared pool may be in
 	 * other processes' caches too. */
-	entries = ap_cache_count(pool, &lent);
+	entries = ap_cache_count(pool, &lent, NULL);
 	if (pool->shared ? entries > a.cached : (int64_t)entries + lent != (int64_t)a.cached)
 		return -EUCLEAN;
 	return 0;

@@ -109,11 +109,11 @@ static int bulk_begin(struct asyncpool *pool, const void *out, unsigned int n,
 static __attribute__((noinline)) int cache_next_refill(struct asyncpool *pool, struct ap_cache *c,
 							uint32_t need, uint32_t *got)
 {
-	if (pool->depot && (*got = ap_depot_take(pool, c)) != 0)
-		return 0;
-	return ap_pool_pop_chain(pool, c->idx, c->gen, sizeof(uint32_t), need,
-				 need + c->batch < c->size ? need + c->batch : c->size,
-				 AP_K_CACHED, got);
+	int rc = ap_cache_fill(pool, c, need,
+			       need + c->batch < c->size ? need + c->batch : c->size);
+
+	*got = ap_cache_n(c);
+	return rc ? rc : *got ? 0 : -ENOBUFS;
 }
 
 static inline __attribute__((always_inline)) int cache_next(struct asyncpool *pool,
@@ -181,13 +181,28 @@ static int acquire_leases(struct asyncpool *pool, struct ap_cache *c,
 	return 0;
 }
 
+/*
+ * A bulk acquire that found the pool short: the other threads' caches,
+ * and releases on their way to an owner, come back (as for a single
+ * acquire, pool_cache.c), then one more try.  1 to try again.
+ */
+static int bulk_short(struct asyncpool *pool, int rc)
+{
+	return rc == -ENOBUFS && pool->cache_size && ap_cache_flush_others(pool, false) > 0;
+}
+
 AP_EXPORT int asyncpool_acquire_bulk(struct asyncpool *pool, struct asyncpool_lease *leases,
 				     unsigned int n)
 {
 	struct ap_cache *c;
 	int rc = bulk_begin(pool, leases, n, &c);
 
-	return rc <= 0 ? rc : acquire_leases(pool, c, leases, n);
+	if (rc <= 0)
+		return rc;
+	rc = acquire_leases(pool, c, leases, n);
+	if (bulk_short(pool, rc) && bulk_begin(pool, leases, n, &c) > 0)
+		rc = acquire_leases(pool, c, leases, n);
+	return rc;
 }
 
 /* Whether lease l continues a run of leases of pool with callback fn. */
@@ -361,12 +376,77 @@ put_leases_lent(struct put_back *pbp, struct asyncpool *pool, struct asyncpool_l
 	return j;
 }
 
+/*
+ * A pool whose caches lend: each buffer is decided by its owner
+ * (pool_cache.c, "Ownership").  What the calling thread's cache owns
+ * goes into it, with a load and a store each; the rest, one by one, to
+ * its owner's outbox (or by CAS, for a lease lent by no one).  How many
+ * were refused (counted already).
+ */
+static uint32_t put_owned(struct asyncpool *pool, const uint32_t *idx, const uint32_t *gen,
+			  uint32_t k)
+{
+	struct ap_cache *c = ap_cache_of(pool);
+	uint32_t rest[AP_BULK_CHUNK], r = 0, bad = 0, back = 0;
+
+	if (c && ap_cache_enter(c)) {
+		uint32_t n = ap_cache_n(c);
+
+		for (uint32_t j = 0; j < k; j++) {
+			if (AP_UNLIKELY(n == c->size)) {
+				ap_cache_set_n(c, n);
+				ap_cache_flush_batch(c);
+				n = ap_cache_n(c);
+			}
+			if (AP_LIKELY(ap_cache_push(pool, c, n, idx[j], gen[j], &back)))
+				n++;
+			else
+				rest[r++] = j;
+		}
+		ap_cache_add_lent(c, -(int64_t)back);
+		ap_cache_set_n(c, n);
+		ap_cache_leave(c);
+	} else {
+		for (uint32_t j = 0; j < k; j++)
+			rest[r++] = j;
+	}
+	for (uint32_t j = 0; j < r; j++)
+		bad += ap_owner_release(pool, idx[rest[j]], gen[rest[j]]) != 0;
+	return bad;
+}
+
+/* release_run() of a pool that lends, AP_BULK_CHUNK leases at a time. */
+static unsigned int release_run_owned(struct asyncpool *pool, struct asyncpool_lease *l,
+				      unsigned int n, ap_release_token_fn *fn)
+{
+	uint32_t idx[AP_BULK_CHUNK], gen[AP_BULK_CHUNK], k = 0;
+	unsigned int j;
+
+	for (j = 0; j < n && same_run(&l[j], fn, pool); j++) {
+		l[j].release.fn = NULL;
+		if (AP_UNLIKELY(l[j].buffer_index >= pool->fl.count))
+			continue;
+		idx[k] = l[j].buffer_index;
+		gen[k] = l[j].generation;
+		if (++k == AP_BULK_CHUNK) {
+			(void)put_owned(pool, idx, gen, k);
+			k = 0;
+		}
+	}
+	if (k)
+		(void)put_owned(pool, idx, gen, k);
+	return j;
+}
+
 static unsigned int release_run(struct asyncpool *pool, struct asyncpool_lease *l,
 				unsigned int n, ap_release_token_fn *fn)
 {
 	uint32_t idx[AP_BULK_CHUNK];
 	struct put_back pb;
 	unsigned int j;
+
+	if (pool->fl.lazy)
+		return release_run_owned(pool, l, n, fn);
 
 	put_begin(&pb, pool, fn == ap_cache_recycle, idx);
 	if (pb.c)
@@ -449,6 +529,21 @@ static uint32_t release_tokens(struct asyncpool *pool, const uint64_t *tokens, u
 	uint32_t idx[AP_BULK_CHUNK];
 	struct put_back pb;
 
+	if (pool->fl.lazy) {
+		uint32_t gen[AP_BULK_CHUNK], bad = 0;
+
+		for (unsigned int j = 0; j < n; j += AP_BULK_CHUNK) {
+			uint32_t k = n - j < AP_BULK_CHUNK ? n - j : AP_BULK_CHUNK;
+
+			for (uint32_t i = 0; i < k; i++) {
+				idx[i] = AP_TOKEN_INDEX(tokens[j + i]);
+				gen[i] = AP_TOKEN_GEN(tokens[j + i]);
+			}
+			bad += put_owned(pool, idx, gen, k);
+		}
+		return bad;
+	}
+
 	put_begin(&pb, pool, pool->cache_size != 0, idx);
 	if (pb.c)
 		put_tokens_cache(&pb, tokens, n);
@@ -499,9 +594,21 @@ static int acquire_tokens(struct asyncpool *pool, struct ap_cache *c, uint64_t *
 AP_EXPORT int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens, unsigned int n)
 {
 	struct ap_cache *c;
-	int rc = bulk_begin(pool, tokens, n, &c);
+	uint32_t idx, gen;
+	int rc;
 
-	return rc <= 0 ? rc : acquire_tokens(pool, c, tokens, n);
+	/* One token, from the calling thread's cache: as asyncpool_acquire(). */
+	if (AP_LIKELY(n == 1 && tokens && ap_cache_take_gen(pool, &idx, &gen))) {
+		tokens[0] = AP_TOKEN_MAKE(gen, idx);
+		return 0;
+	}
+	rc = bulk_begin(pool, tokens, n, &c);
+	if (rc <= 0)
+		return rc;
+	rc = acquire_tokens(pool, c, tokens, n);
+	if (bulk_short(pool, rc) && bulk_begin(pool, tokens, n, &c) > 0)
+		rc = acquire_tokens(pool, c, tokens, n);
+	return rc;
 }
 
 AP_EXPORT int asyncpool_release_tokens(struct asyncpool *pool, const uint64_t *tokens,

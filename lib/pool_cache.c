@@ -17,6 +17,8 @@
  *   pool at the same address.
  */
 #include "pool_cache.h"
+#include "pool_inbox.h"
+#include "pool_wait.h"
 
 #include <linux/membarrier.h>
 #include <sched.h>
@@ -45,29 +47,20 @@ static pthread_once_t ap_tc_once = PTHREAD_ONCE_INIT;
 static pthread_key_t ap_tc_key;
 static bool ap_tc_key_ok;
 
-/*
- * Make k cached buffers (of a cache or of a depot slot) free, not yet
- * linked, keeping them at the front of v: how many.  A buffer whose
- * state is no longer cached (a copy of it went into another cache too)
- * (or its generation moved on) is dropped and counted, never linked in
- * twice.
- */
-uint32_t ap_cache_uncache(struct asyncpool *pool, uint32_t *v, uint32_t *gens, uint32_t k)
-{
-	uint32_t kept = 0, dropped = 0;
+static bool bypass_all(struct asyncpool *pool);
+static void bypass_end(struct asyncpool *pool);
+static void owners_settle(struct asyncpool *pool);
+static void owner_leave_thread(struct ap_cache *c);
+static int owner_send(struct asyncpool *pool, uint32_t o, const uint64_t *tok, uint32_t k,
+		      bool locked);
+static bool owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max);
+static uint32_t owner_id_take(struct asyncpool *pool, struct ap_cache *c);
+static int owner_table_init(struct asyncpool *pool);
+static void owner_send_all(struct asyncpool *pool, struct ap_cache *c);
+static bool owners_moving(const struct asyncpool *pool);
+static void owner_lent_back(struct asyncpool *pool, uint32_t o);
+static void owners_after_fork(struct asyncpool *pool);
 
-	for (uint32_t j = 0; j < k; j++) {
-		if (AP_LIKELY(ap_state_uncache(&pool->fl.state[v[j]], pool->fl.me, gens[j]))) {
-			gens[kept] = gens[j];
-			v[kept++] = v[j];
-		} else
-			dropped++;
-		AP_TEST_AT(AP_TP_FLUSH_UNCACHED);
-	}
-	if (AP_UNLIKELY(dropped))
-		ap_fl_count_corruption(&pool->fl, dropped);
-	return kept;
-}
 
 /* Give the top k buffers of a cache back to the freelist as one chain. */
 static int cache_flush_top(struct ap_cache *c, uint32_t k)
@@ -108,7 +101,9 @@ static void cache_detach(struct ap_cache *c)
 static void cache_free(struct ap_cache *c)
 {
 	cache_drain(c);
-	if (c->pool && c->lent)
+	if (c->pool && c->box)
+		owner_leave_thread(c);  /* its outboxes, its inbox, and its lent count */
+	else if (c->pool && c->lent)
 		atomic_fetch_add_explicit(&c->pool->fl.lent, c->lent, memory_order_relaxed);
 	cache_detach(c);
 	free(c);
@@ -153,6 +148,14 @@ static void atfork_child(void)
 		struct ap_cache *c = p->caches, *nx;
 
 		ap_depot_forget_busy(p);
+		/* No thread but ours runs here: no one is inside a cache. */
+		for (c = p->caches; c; c = c->reg_next)
+			__atomic_store_n(&c->busy, 0, __ATOMIC_RELAXED);
+		/* Before the exits below send to them: no inbox may keep a
+		 * slot that a thread which did not come along reserved. */
+		if (p->boxes)
+			owners_after_fork(p);
+		c = p->caches;
 
 		for (; c; c = nx) {
 			nx = c->reg_next;
@@ -239,6 +242,12 @@ static struct ap_cache *cache_get(struct asyncpool *pool, bool create)
 		t->v = v;
 		t->cap = cap;
 	}
+	if (pool->fl.lazy && !owner_id_take(pool, c)) {
+		/* Every owner id is in use: this thread goes to the freelist. */
+		pthread_mutex_unlock(&ap_cache_lock);
+		free(c);
+		return NULL;
+	}
 	t->v[t->n++] = c;
 	c->bypass = pool->local_waiters ? 1 : 0;
 	c->pool = pool;
@@ -271,19 +280,55 @@ __attribute__((noinline)) void ap_cache_flush_batch(struct ap_cache *c)
 	(void)cache_flush_top(c, c->batch < n ? c->batch : n);
 }
 
+/*
+ * The buffers at entries [from, to) of cache c are its own now.  Every
+ * lease of them so far is older than the entry's generation: the
+ * released[] hint says so, so that it never lags a lease by 2^31
+ * generations or more (it is compared in serial arithmetic), however
+ * many leases went by the freelist alone.
+ */
+static void cache_own(struct asyncpool *pool, struct ap_cache *c, uint32_t from, uint32_t to)
+{
+	for (uint32_t j = from; j < to; j++) {
+		ap_state_own(&pool->fl.state[c->idx[j]], c->id);
+		atomic_store_explicit(&pool->released[c->idx[j]], ap_gen_prev(c->gen[j]),
+				      memory_order_relaxed);
+		atomic_store_explicit(&pool->owner_of[c->idx[j]], c->id, memory_order_relaxed);
+	}
+}
+
+int ap_cache_fill(struct asyncpool *pool, struct ap_cache *c, uint32_t min, uint32_t max)
+{
+	uint32_t n, got = 0;
+	int rc;
+
+	/* What others sent back first: it is ours already, and no atomic. */
+	if (c->box && owner_drain(pool, c, max) && ap_cache_n(c) >= min)
+		return 0;
+	n = ap_cache_n(c);
+	if (!n && pool->depot && (got = ap_depot_take(pool, c)) != 0) {
+		if (c->box)
+			cache_own(pool, c, 0, got);
+		if (got >= min)
+			return 0;
+		n = got;
+	}
+	if (n >= max)
+		return 0;
+	rc = ap_pool_pop_chain(pool, &c->idx[n], &c->gen[n], sizeof(uint32_t),
+			       min > n ? min - n : 1, max - n, AP_K_CACHED, &got);
+	if (rc)
+		return n ? 0 : rc;
+	if (c->box)
+		cache_own(pool, c, n, n + got);
+	ap_cache_set_n(c, n + got);
+	return 0;
+}
+
 /* Fill an empty cache with up to batch buffers, one CAS. */
 static int cache_refill(struct ap_cache *c)
 {
-	struct asyncpool *pool = c->pool;
-	uint32_t got = 0;
-	int rc;
-
-	if (pool->depot && ap_depot_take(pool, c))
-		return 0;
-	rc = ap_pool_pop_chain(pool, c->idx, c->gen, sizeof(uint32_t), 1, c->batch, AP_K_CACHED,
-			       &got);
-	ap_cache_set_n(c, rc ? 0 : got);
-	return rc;
+	return ap_cache_fill(c->pool, c, 1, c->batch);
 }
 
 /*
@@ -312,6 +357,31 @@ static int cache_put(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, u
 }
 
 /* A release into the calling thread's cache that needs no more: false if not done. */
+/*
+ * A release of another owner's lent buffer into the outbox of the
+ * calling thread's cache c (entered), when that takes no more than the
+ * outbox has room for: the common case of a hand-off, inline.  false:
+ * ap_owner_release() decides (stale, a batch to send, no owner...).
+ */
+static inline __attribute__((always_inline)) bool owner_gather(struct asyncpool *pool,
+							     struct ap_cache *c, uint32_t idx,
+							     uint32_t gen)
+{
+	uint32_t o = atomic_load_explicit(&pool->owner_of[idx], memory_order_relaxed);
+	uint32_t r = atomic_load_explicit(&pool->released[idx], memory_order_relaxed);
+	struct ap_outbox *ob = &c->outbox[o % AP_OUTBOXES];
+
+	/* The lease right after the last decided (ap_owner_release). */
+	if (!o || o == c->id || gen != ap_gen_next(r) || ob->owner != o ||
+	    ob->n + 1 >= AP_OUTBOX_BATCH)
+		return false;
+	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
+	atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
+	ob->tok[ob->n] = AP_TOKEN_MAKE(gen, idx) | AP_INBOX_HINTED;
+	__atomic_store_n(&ob->n, ob->n + 1, __ATOMIC_RELAXED);
+	return true;
+}
+
 static inline __attribute__((always_inline)) bool cache_put_fast(struct asyncpool *pool,
 							   uint32_t idx, uint32_t gen)
 {
@@ -326,6 +396,10 @@ static inline __attribute__((always_inline)) bool cache_put_fast(struct asyncpoo
 			ap_cache_leave(c);
 			return true;
 		}
+		if (pool->fl.lazy && owner_gather(pool, c, idx, gen)) {
+			ap_cache_leave(c);
+			return true;
+		}
 		ap_cache_leave(c);
 	}
 	return false;
@@ -335,8 +409,12 @@ static inline __attribute__((always_inline)) bool cache_put_fast(struct asyncpoo
 static __attribute__((noinline)) int cache_release_slow(struct asyncpool *pool, uint32_t idx,
 							 uint32_t gen)
 {
-	struct ap_cache *c = ap_cache_of(pool);
+	struct ap_cache *c;
 	int rc;
+
+	if (pool->fl.lazy)
+		return ap_owner_release(pool, idx, gen);
+	c = ap_cache_of(pool);
 
 	if (!c || !ap_cache_enter(c)) {
 		/* No cache for this thread (out of memory), or a flusher
@@ -377,9 +455,13 @@ void ap_cache_recycle(void *ctx, uint64_t token)
 	 * asyncpool_release_index() does: a lent buffer's generation is
 	 * asked of the caches (slow, but it was a lost buffer before).
 	 */
-	if (AP_UNLIKELY(!gen) && pool->fl.lazy && idx < pool->fl.count &&
-	    !(gen = ap_cache_lease_gen(pool, idx))) {
-		ap_fl_count_bad_release(&pool->fl, 1);
+	if (AP_UNLIKELY(!gen) && pool->fl.lazy) {
+		int k = idx < pool->fl.count ? ap_cache_claim_lent(pool, idx, 0, false, NULL) : 0;
+
+		if (k < 0)
+			(void)ap_fl_release(&pool->fl, idx, 0);
+		else if (!k)
+			ap_fl_count_bad_release(&pool->fl, 1);
 		return;
 	}
 	if (AP_LIKELY(cache_put_fast(pool, idx, gen)))
@@ -489,6 +571,9 @@ int ap_cache_acquire_slow(struct asyncpool *pool, struct asyncpool_lease *out)
 	int rc;
 
 	ap_cache_honour_flush(pool);
+	if (pool->boxes && ap_tc_last->pool == pool)
+		/* Its cache ran dry: what it released for others goes now. */
+		owner_send_all(pool, ap_tc_last);
 	rc = cache_acquire_once(pool, out);
 	if (rc == -ENOBUFS) {
 		if (pool->shared)
@@ -508,6 +593,11 @@ int ap_cache_destroy(struct asyncpool *pool)
 	uint64_t cached = 0;
 
 	pthread_mutex_lock(&ap_cache_lock);
+	if (pool->boxes && bypass_all(pool)) {
+		/* Releases on their way to an owner are releases: decide them. */
+		owners_settle(pool);
+		bypass_end(pool);
+	}
 	for (c = pool->caches; c; c = c->reg_next)
 		cached += ap_cache_n(c);
 	cached += ap_depot_count(pool);
@@ -522,6 +612,15 @@ int ap_cache_destroy(struct asyncpool *pool)
 		cache_detach(c);
 	}
 	ap_depot_free(pool);
+	if (pool->boxes) {
+		for (uint32_t o = 1; o < pool->box_count; o++)
+			free(pool->boxes[o]);
+		free(pool->boxes);
+		free((void *)pool->owner_of);
+		free((void *)pool->released);
+		pool->boxes = NULL;
+		pool->owner_of = pool->released = NULL;
+	}
 	if (pool->cached_pprev) {
 		*pool->cached_pprev = pool->cached_next;
 		if (pool->cached_next)
@@ -538,20 +637,30 @@ static bool mb_available(void);
  * lent, also the buffers its caches lent that are not back (their
  * state still says cached: buffer_state.h).
  */
-uint32_t ap_cache_count(const struct asyncpool *pool, int64_t *lent)
+uint32_t ap_cache_count(const struct asyncpool *pool, int64_t *lent, uint32_t *transit)
 {
-	uint64_t n = 0;
+	uint64_t n = 0, moving = 0;
 	int64_t out = atomic_load_explicit(&pool->fl.lent, memory_order_relaxed);
 
 	pthread_mutex_lock(&ap_cache_lock);
 	for (const struct ap_cache *c = pool->caches; c; c = c->reg_next) {
 		n += ap_cache_n(c);
 		out += __atomic_load_n(&c->lent, __ATOMIC_RELAXED);
+		for (uint32_t k = 0; k < AP_OUTBOXES; k++)
+			moving += __atomic_load_n(&c->outbox[k].n, __ATOMIC_RELAXED);
+	}
+	/* Lent buffers released to their owner and not yet decided: still
+	 * lent (their words say so), and on their way back. */
+	for (uint32_t o = 1; pool->boxes && o < pool->box_count; o++) {
+		out += atomic_load_explicit(&pool->boxes[o]->out, memory_order_relaxed);
+		moving += ap_inbox_count(pool->boxes[o]);
 	}
 	pthread_mutex_unlock(&ap_cache_lock);
 	n += ap_depot_count(pool);
 	if (lent)
 		*lent = out;
+	if (transit)
+		*transit = moving > pool->fl.count ? pool->fl.count : (uint32_t)moving;
 	return n > pool->fl.count ? pool->fl.count : (uint32_t)n;
 }
 
@@ -577,6 +686,10 @@ int ap_pool_cache_init(struct asyncpool *pool, uint32_t cache_size)
 	pool->fl.lent_tag = pool->fl.lazy ? AP_LENT : AP_NO_LENT;
 	if (!pool->shared && ap_depot_init(pool))
 		return -ENOMEM;
+	if (pool->fl.lazy && owner_table_init(pool)) {
+		ap_depot_free(pool);
+		return -ENOMEM;
+	}
 	pthread_mutex_lock(&ap_cache_lock);
 	pool->cache_size = cache_size;
 	pool->release_fn = ap_cache_recycle;
@@ -589,8 +702,51 @@ int ap_pool_cache_init(struct asyncpool *pool, uint32_t cache_size)
 	return 0;
 }
 
+/*
+ * Take back the caches asyncpool_create() gave, if no thread has used
+ * them yet (no cache exists): 0, or -EEXIST.
+ */
+static int cache_default_undo(struct asyncpool *pool)
+{
+	pthread_mutex_lock(&ap_cache_lock);
+	if (pool->caches || ap_depot_count(pool)) {
+		pthread_mutex_unlock(&ap_cache_lock);
+		return -EEXIST;
+	}
+	if (pool->cached_pprev) {
+		*pool->cached_pprev = pool->cached_next;
+		if (pool->cached_next)
+			pool->cached_next->cached_pprev = pool->cached_pprev;
+		pool->cached_pprev = NULL;
+		pool->cached_next = NULL;
+	}
+	ap_depot_free(pool);
+	if (pool->boxes) {
+		free(pool->boxes);
+		free((void *)pool->owner_of);
+		free((void *)pool->released);
+		pool->boxes = NULL;
+		pool->owner_of = pool->released = NULL;
+	}
+	pool->cache_size = 0;
+	pool->cache_batch = 0;
+	pool->cache_default = false;
+	pool->release_fn = ap_pool_recycle;
+	pool->fl.lazy = false;
+	pool->fl.lent_tag = AP_NO_LENT;
+	pthread_mutex_unlock(&ap_cache_lock);
+	return 0;
+}
+
 AP_EXPORT int asyncpool_set_cache(struct asyncpool *pool, uint32_t cache_size)
 {
+	int rc;
+
+	if (!pool || cache_size > ASYNCPOOL_CACHE_MAX || cache_size > pool->fl.count)
+		return -EINVAL;
+	/* The default of asyncpool_create() gives way to the caller's choice. */
+	if (pool->cache_default && (rc = cache_default_undo(pool)) != 0)
+		return rc;
 	return ap_pool_cache_init(pool, cache_size);
 }
 
@@ -605,8 +761,14 @@ AP_EXPORT int asyncpool_cache_flush(struct asyncpool *pool)
 	if (!pool->cache_size)
 		return 0;
 	c = cache_get(pool, false);
-	if (!c || !ap_cache_enter(c))
-		return 0;       /* none, or a flusher is emptying it */
+	if (!c)
+		return 0;
+	if (c->box)
+		owner_send_all(pool, c);        /* what it released for others */
+	if (!ap_cache_enter(c))
+		return 0;       /* a flusher is emptying it */
+	if (c->box)
+		(void)owner_drain(pool, c, UINT32_MAX);
 	n = ap_cache_n(c);
 	rc = n ? cache_flush_top(c, n) : 0;
 	ap_cache_leave(c);
@@ -686,14 +848,24 @@ int ap_cache_flush_others(struct asyncpool *pool, bool force)
 	pthread_mutex_lock(&ap_cache_lock);
 	for (struct ap_cache *c = pool->caches; c && !any; c = c->reg_next)
 		any = ap_cache_n(c) != 0;
+	if (!any && pool->boxes)
+		any = owners_moving(pool);
 	if (!any) {
 		/* Empty caches put nothing into the depot. */
 		moved = (uint64_t)ap_depot_drain(pool);
 	} else {
 		if (bypass_all(pool)) {
+			uint32_t before = ap_fl_free(&pool->fl);
+
 			for (struct ap_cache *c = pool->caches; c; c = c->reg_next) {
 				moved += ap_cache_n(c);
 				cache_drain(c);
+			}
+			if (pool->boxes) {
+				owners_settle(pool);
+				/* What it gave back is now on the list. */
+				if (ap_fl_free(&pool->fl) > before + moved)
+					moved = ap_fl_free(&pool->fl) - before;
 			}
 			/* No cache puts into the depot while bypassed. */
 			moved += (uint64_t)ap_depot_drain(pool);
@@ -714,9 +886,12 @@ void ap_cache_wait_begin(struct asyncpool *pool)
 	if (!pool->cache_size)
 		return;
 	pthread_mutex_lock(&ap_cache_lock);
-	if (pool->local_waiters++ == 0 && bypass_all(pool))
+	if (pool->local_waiters++ == 0 && bypass_all(pool)) {
 		for (struct ap_cache *c = pool->caches; c; c = c->reg_next)
 			cache_drain(c);
+		if (pool->boxes)
+			owners_settle(pool);
+	}
 	pthread_mutex_unlock(&ap_cache_lock);
 	/* After the bypass no cache puts into the depot until the last
 	 * waiter leaves: what it holds goes where the waiter looks. */
@@ -770,30 +945,552 @@ AP_EXPORT int asyncpool_cache_flush_all(struct asyncpool *pool)
 }
 
 /*
- * For a release or adoption by index of a pool whose caches lend: the
- * generation of the lease that holds buffer idx (in range), or 0 if
- * none does.  A CACHED word is a buffer in a cache or the depot, or one
- * lent from them; to tell which, every cache of the process is stopped
- * as a flush stops it (bypass_all) and looked through.  A release by
- * index pays this, not the acquire and release of every lease.
+ * A release or adoption of a lent buffer by someone other than its
+ * owner's fast path, with every owner of the process stopped as a flush
+ * stops them (bypass_all), and every release on its way to an owner
+ * decided first (owners_settle): then a CACHED word is a buffer in a
+ * cache or the depot, or lent; a release by index, which knows no
+ * generation, takes only one that no cache holds.  Slow (a membarrier),
+ * and only for a release by index and an adoption of a lent buffer: not
+ * for the acquire and release of every lease.
  */
-uint32_t ap_cache_lease_gen(struct asyncpool *pool, uint32_t idx)
+int ap_cache_claim_lent(struct asyncpool *pool, uint32_t idx, uint32_t gen, bool adopt,
+			uint32_t *newgen)
 {
-	uint64_t w = ap_state_load(&pool->fl.state[idx]);
-	uint32_t g = 0;
+	ap_word *s = &pool->fl.state[idx];
+	uint64_t w;
+	uint32_t g;
 	bool held = false;
+	int kind = 0;
 
-	if (AP_W_KIND(w) != AP_K_CACHED)
-		return ap_state_lease_gen(w, 0, AP_NO_LENT);
 	pthread_mutex_lock(&ap_cache_lock);
-	if (bypass_all(pool)) {
-		for (struct ap_cache *c = pool->caches; c && !held; c = c->reg_next)
-			for (uint32_t j = 0; j < ap_cache_n(c) && !held; j++)
-				held = c->idx[j] == idx;
-		if (!held && !ap_depot_holds(pool, idx) && ap_state_load(&pool->fl.state[idx]) == w)
-			g = AP_W_GEN(w);
-		bypass_end(pool);
+	if (!bypass_all(pool)) {
+		pthread_mutex_unlock(&ap_cache_lock);
+		return 0;
 	}
+	owners_settle(pool);
+	w = ap_state_load(s);
+	if (AP_W_KIND(w) == AP_K_LEASED) {
+		kind = -1;
+		goto out;
+	}
+	g = AP_W_GEN(w);
+	if (AP_W_KIND(w) != AP_K_CACHED || (gen && g != gen))
+		goto out;
+	for (struct ap_cache *c = pool->caches; c && !held; c = c->reg_next)
+		for (uint32_t j = 0; j < ap_cache_n(c) && !held; j++)
+			held = c->idx[j] == idx;
+	if (held || ap_depot_holds(pool, idx))
+		goto out;
+	if (adopt) {
+		uint64_t to = AP_W_MAKE(AP_K_LEASED, pool->fl.me, ap_gen_next(g));
+
+		if (!ap_state_cas(s, &w, to))
+			goto out;
+		*newgen = ap_gen_next(g);
+	} else {
+		if (!ap_state_cas(s, &w, AP_W_MAKE(AP_K_FREE, pool->fl.me, g)))
+			goto out;
+		if (ap_fl_push(&pool->fl, idx)) {
+			ap_state_unclaim(s, w);
+			goto out;
+		}
+	}
+	atomic_store_explicit(&pool->owner_of[idx], 0, memory_order_relaxed);
+	owner_lent_back(pool, AP_W_OWNER(w));
+	kind = AP_K_CACHED;
+out:
+	bypass_end(pool);
 	pthread_mutex_unlock(&ap_cache_lock);
-	return g;
+	return kind;
+}
+
+/* ---- Ownership (issue 22): one writer per lent buffer's word ----
+ *
+ * In a local pool whose caches lend (fl.lazy), a buffer in a cache, or
+ * lent from one, is owned by that cache: its word names the owner's id
+ * (buffer_state.h), and only the owner writes it, with a load and a
+ * store inside its window (ap_cache_enter ... leave).  A release on the
+ * owner's thread is decided there and then (ap_cache_push); a release
+ * on another thread reads the word (a stale or double copy is refused
+ * at once), then sends the token to the owner: gathered per owner in
+ * the releaser's outboxes, a batch of AP_OUTBOX_BATCH into the owner's
+ * inbox (pool_inbox.h) with one CAS.  The owner decides them in turn
+ * when it next refills (ap_cache_fill), so two racing copies are
+ * decided one after the other, with no atomic on the owner's side.
+ *
+ * The others that write an owned word come after the owner or exclude
+ * it, and use a CAS: a flusher that stopped every owner (bypass_all,
+ * under ap_cache_lock) decides what is on its way (owners_settle); once
+ * the owner's thread has exited (its id an orphan), anyone.  A sender
+ * looks at orphan after it published (a seq_cst fence between), and the
+ * exiting owner drains its inbox after it set orphan: one of them sees
+ * the other.  It wakes the pool's waiters the same way (pool_wait.h),
+ * and a waiter, a flush or an acquire that finds the pool empty settles
+ * every inbox and outbox: nothing released is stranded.
+ * tests/model/owner.pml proves the protocol.
+ */
+
+#define AP_OWNERS_MAX 1024u      /* ids per pool; a freed id is used again */
+
+static int owner_table_init(struct asyncpool *pool)
+{
+	uint32_t cap = 64;
+
+	while (cap < pool->fl.count && cap < 4096)
+		cap *= 2;
+	pool->boxes = calloc(AP_OWNERS_MAX, sizeof(*pool->boxes));
+	pool->owner_of = calloc(pool->fl.count, sizeof(*pool->owner_of));
+	pool->released = calloc(pool->fl.count, sizeof(*pool->released));
+	if (!pool->boxes || !pool->owner_of || !pool->released) {
+		free(pool->boxes);
+		free((void *)pool->owner_of);
+		free((void *)pool->released);
+		pool->boxes = NULL;
+		pool->owner_of = pool->released = NULL;
+		return -ENOMEM;
+	}
+	pool->box_cap = cap;
+	atomic_store_explicit(&pool->box_count, 1, memory_order_relaxed);
+	return 0;
+}
+
+static struct ap_inbox *box_of(struct asyncpool *pool, uint32_t o)
+{
+	return o && o < atomic_load_explicit(&pool->box_count, memory_order_acquire) ?
+	       pool->boxes[o] : NULL;
+}
+
+/*
+ * An owner id for cache c; the lock is held.  An orphan's id is used
+ * again once nothing it lent is out and its inbox is empty: a sender
+ * with a valid lease of it holds it out.  0 if every id is in use.
+ */
+static uint32_t owner_id_take(struct asyncpool *pool, struct ap_cache *c)
+{
+	uint32_t n = atomic_load_explicit(&pool->box_count, memory_order_relaxed);
+	struct ap_inbox *b;
+
+	for (uint32_t o = 1; o < n; o++) {
+		b = pool->boxes[o];
+		if (atomic_load_explicit(&b->orphan, memory_order_acquire) &&
+		    !atomic_load_explicit(&b->out, memory_order_acquire) && !ap_inbox_count(b) &&
+		    b->head == atomic_load_explicit(&b->tail, memory_order_relaxed)) {
+			atomic_store_explicit(&b->orphan, 0, memory_order_relaxed);
+			c->id = o;
+			c->box = b;
+			return o;
+		}
+	}
+	if (n >= AP_OWNERS_MAX)
+		return 0;
+	b = aligned_alloc(AP_CACHE_LINE, sizeof(*b) + (size_t)pool->box_cap * sizeof(uint64_t));
+	if (!b)
+		return 0;
+	memset(b, 0, sizeof(*b) + (size_t)pool->box_cap * sizeof(uint64_t));
+	b->mask = pool->box_cap - 1;
+	pool->boxes[n] = b;
+	atomic_store_explicit(&pool->box_count, n + 1, memory_order_release);
+	c->id = n;
+	c->box = b;
+	return n;
+}
+
+/* A lent buffer of owner o came back other than through o: counted. */
+static void owner_lent_back(struct asyncpool *pool, uint32_t o)
+{
+	struct ap_inbox *b = box_of(pool, o);
+
+	if (b)
+		atomic_fetch_sub_explicit(&b->out, 1, memory_order_relaxed);
+	else
+		ap_fl_lent_back(&pool->fl, 1);
+}
+
+/*
+ * Decide a token for someone other than the owner (a flusher that
+ * excluded it, or anyone once it is an orphan): by CAS, to the freelist.
+ * true if it was taken.
+ */
+static bool other_apply(struct asyncpool *pool, uint64_t tok)
+{
+	uint32_t idx = AP_INBOX_INDEX(tok), gen = AP_TOKEN_GEN(tok), kind;
+	uint64_t was;
+
+	if (idx >= pool->fl.count || !gen)
+		goto bad;
+	kind = ap_state_claim_leased_was(&pool->fl.state[idx], gen, pool->fl.me, AP_LENT, &was);
+	if (!kind)
+		goto bad;
+	atomic_store_explicit(&pool->owner_of[idx], 0, memory_order_relaxed);
+	if (ap_fl_push(&pool->fl, idx)) {
+		ap_state_unclaim(&pool->fl.state[idx], was);
+		goto bad;
+	}
+	atomic_store_explicit(&pool->released[idx], AP_W_GEN(was), memory_order_relaxed);
+	if (kind == AP_K_CACHED)
+		owner_lent_back(pool, AP_W_OWNER(was));
+	return true;
+bad:
+	ap_fl_count_bad_release(&pool->fl, 1);
+	return false;
+}
+
+/* Empty inbox b by other_apply(): the lock is held, its owner excluded or gone. */
+static void box_drain_other(struct asyncpool *pool, struct ap_inbox *b)
+{
+	uint64_t tok;
+
+	while ((tok = ap_inbox_next(b)) != 0)
+		(void)other_apply(pool, tok);
+	ap_inbox_done(b);
+}
+
+/*
+ * The owner's look at its inbox (c entered): each token decided with a
+ * load and a store, into the cache (a batch flushed when it is full).
+ * At most max tokens.  true if any.
+ */
+static bool owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max)
+{
+	struct ap_inbox *b = c->box;
+	uint32_t k = 0, bad = 0;
+	uint64_t tok;
+
+	uint64_t ahead[AP_OUTBOX_BATCH];
+	uint32_t m = 0, j = 0;
+
+	if (b->head == atomic_load_explicit(&b->tail, memory_order_relaxed))
+		return false;
+	for (;;) {
+		uint32_t idx, g, n;
+
+		if (j == m) {
+			/*
+			 * A batch of tokens out of the ring first, their words
+			 * fetched for writing at once: each word is on a line
+			 * the sender's core read last, and the misses overlap.
+			 */
+			for (m = j = 0; m < AP_OUTBOX_BATCH && k + m < max &&
+			     (ahead[m] = ap_inbox_next(b)) != 0; m++)
+				if (AP_INBOX_INDEX(ahead[m]) < pool->fl.count)
+					__builtin_prefetch(&pool->fl.state[AP_INBOX_INDEX(ahead[m])], 1);
+			if (!m)
+				break;
+		}
+		tok = ahead[j++];
+		idx = AP_INBOX_INDEX(tok);
+		g = AP_TOKEN_GEN(tok);
+		n = ap_cache_n(c);
+		k++;
+		if (idx >= pool->fl.count || !ap_state_owner_back(&pool->fl.state[idx], c->id, g)) {
+			bad++;
+			continue;
+		}
+		/* The sender wrote it if it could: then the line stays its own. */
+		if (!(AP_TOKEN_INDEX(tok) & AP_INBOX_HINTED))
+			atomic_store_explicit(&pool->released[idx], g, memory_order_relaxed);
+		if (n == c->size) {
+			ap_cache_flush_batch(c);
+			n = ap_cache_n(c);
+		}
+		c->idx[n] = idx;
+		c->gen[n] = ap_gen_next(g);
+		ap_cache_set_n(c, n + 1);
+		ap_cache_add_lent(c, -1);
+	}
+	ap_inbox_done(b);
+	if (bad)
+		ap_fl_count_bad_release(&pool->fl, bad);
+	return k != 0;
+}
+
+/*
+ * Send k tokens to owner o (the caller outside its window).  A full
+ * inbox is emptied by the sender itself, as a flusher: its owner is
+ * stopped first.  locked: the caller holds ap_cache_lock.
+ */
+static int owner_send(struct asyncpool *pool, uint32_t o, const uint64_t *tok, uint32_t k,
+		      bool locked)
+{
+	struct ap_inbox *b = box_of(pool, o);
+
+	if (!b) {
+		ap_fl_count_bad_release(&pool->fl, k);
+		return -EALREADY;
+	}
+	while (!ap_inbox_send(b, tok, k)) {
+		if (!locked)
+			pthread_mutex_lock(&ap_cache_lock);
+		if (atomic_load_explicit(&b->orphan, memory_order_acquire)) {
+			box_drain_other(pool, b);
+		} else if (bypass_all(pool)) {
+			box_drain_other(pool, b);
+			bypass_end(pool);
+		}
+		if (!locked)
+			pthread_mutex_unlock(&ap_cache_lock);
+		sched_yield();
+	}
+	/* Published before the looks at orphan and at the waiters: one of
+	 * them, or the exiting owner / the waiter, sees the other. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (AP_UNLIKELY(atomic_load_explicit(&b->orphan, memory_order_relaxed))) {
+		AP_TEST_STALL(AP_TS_ORPHAN_SEEN);
+		if (!locked)
+			pthread_mutex_lock(&ap_cache_lock);
+		/*
+		 * Again under the lock: before we had it, someone else may
+		 * have drained the box, and a new thread taken the id
+		 * (owner_id_take); its owner, alive, is then the only one
+		 * that may read the ring and write its words.
+		 */
+		if (atomic_load_explicit(&b->orphan, memory_order_relaxed))
+			box_drain_other(pool, b);
+		if (!locked)
+			pthread_mutex_unlock(&ap_cache_lock);
+	}
+	ap_wait_wake(pool->fl.line, false);
+	return 0;
+}
+
+/* Send what cache c gathered for other owners (its thread, outside). */
+static void owner_send_all(struct asyncpool *pool, struct ap_cache *c)
+{
+	uint64_t tok[AP_OUTBOX_BATCH];
+
+	for (uint32_t k = 0; k < AP_OUTBOXES; k++) {
+		struct ap_outbox *ob = &c->outbox[k];
+		uint32_t n, o;
+
+		if (!__atomic_load_n(&ob->n, __ATOMIC_RELAXED) || !ap_cache_enter(c))
+			continue;       /* empty, or a flusher took it */
+		n = ob->n;
+		o = ob->owner;
+		memcpy(tok, ob->tok, n * sizeof(*tok));
+		__atomic_store_n(&ob->n, 0, __ATOMIC_RELAXED);
+		ap_cache_leave(c);
+		if (n)
+			(void)owner_send(pool, o, tok, n, false);
+	}
+}
+
+/* Whether any release is on its way to an owner; the lock is held. */
+static bool owners_moving(const struct asyncpool *pool)
+{
+	for (const struct ap_cache *c = pool->caches; c; c = c->reg_next)
+		for (uint32_t k = 0; k < AP_OUTBOXES; k++)
+			if (__atomic_load_n(&c->outbox[k].n, __ATOMIC_RELAXED))
+				return true;
+	for (uint32_t o = 1; o < pool->box_count; o++)
+		if (ap_inbox_count(pool->boxes[o]))
+			return true;
+	return false;
+}
+
+/*
+ * Decide every release on its way to an owner, to the freelist: the
+ * lock is held and every owner stopped (bypass_all), or gone.
+ */
+static void owners_settle(struct asyncpool *pool)
+{
+	for (struct ap_cache *c = pool->caches; c; c = c->reg_next)
+		for (uint32_t k = 0; k < AP_OUTBOXES; k++) {
+			struct ap_outbox *ob = &c->outbox[k];
+
+			for (uint32_t j = 0; j < ob->n; j++)
+				(void)other_apply(pool, ob->tok[j]);
+			__atomic_store_n(&ob->n, 0, __ATOMIC_RELAXED);
+		}
+	for (uint32_t o = 1; o < atomic_load_explicit(&pool->box_count, memory_order_relaxed); o++)
+		box_drain_other(pool, pool->boxes[o]);
+}
+
+/*
+ * In a forked child (the lock held, the only thread, outside its
+ * window): an inbox may hold slots that a sender which did not come
+ * along reserved and never wrote, and tokens an owner which did not
+ * come along took out and did not decide.  A receiver stops at the
+ * first empty slot, so every token behind such a gap would strand,
+ * and the ring would fill and make every later send spin.  Decide what
+ * was written, by CAS, and start every ring empty; the releases in
+ * flight in the threads that did not come along are lost with them
+ * (their buffers stay lent, as a lease those threads held does).
+ */
+static void owners_after_fork(struct asyncpool *pool)
+{
+	for (uint32_t o = 1; o < atomic_load_explicit(&pool->box_count, memory_order_relaxed); o++) {
+		struct ap_inbox *b = pool->boxes[o];
+		uint32_t t = atomic_load_explicit(&b->tail, memory_order_relaxed);
+
+		for (; b->head != t; b->head++) {
+			uint64_t tok = atomic_exchange_explicit(&b->slot[b->head & b->mask], 0,
+								memory_order_relaxed);
+
+			if (tok)
+				(void)other_apply(pool, tok);
+		}
+		ap_inbox_done(b);
+	}
+}
+
+/*
+ * The thread of cache c exits (or, in a forked child, was not copied);
+ * the lock is held, its cache array already given back.  What it
+ * gathered for others goes to them; its id becomes an orphan, so that
+ * what it lent is released by CAS from now on, and what was sent to it
+ * is decided here, after orphan is set (owner_send looks after it).
+ */
+static void owner_leave_thread(struct ap_cache *c)
+{
+	struct asyncpool *pool = c->pool;
+	struct ap_inbox *b = c->box;
+
+	for (uint32_t k = 0; k < AP_OUTBOXES; k++) {
+		struct ap_outbox *ob = &c->outbox[k];
+		uint32_t n = ob->n;
+
+		__atomic_store_n(&ob->n, 0, __ATOMIC_RELAXED);
+		if (n)
+			(void)owner_send(pool, ob->owner, ob->tok, n, true);
+	}
+	atomic_fetch_add_explicit(&b->out, c->lent, memory_order_relaxed);
+	c->lent = 0;
+	atomic_store_explicit(&b->orphan, 1, memory_order_seq_cst);
+	atomic_thread_fence(memory_order_seq_cst);
+	box_drain_other(pool, b);
+	c->box = NULL;
+}
+
+/*
+ * A release of a pool that lends, which the fast path left (the caller
+ * is outside its cache): a lease popped straight from the freelist
+ * (LEASED, by CAS, as in a pool that does not lend), the owner's own
+ * when its cache was full, another owner's (to its outbox), an
+ * orphan's (by CAS), or a stale copy (refused).
+ */
+int ap_owner_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
+{
+	uint64_t w, tok = AP_TOKEN_MAKE(gen, idx);
+	uint64_t batch[AP_OUTBOX_BATCH];
+	uint32_t o, n, r, sent = 0, to = 0;
+	struct ap_outbox *ob;
+	struct ap_cache *c;
+	bool inside;
+	ap_word *s;
+
+	if (AP_UNLIKELY(idx >= pool->fl.count))
+		return -EINVAL;
+	s = &pool->fl.state[idx];
+	c = ap_cache_of(pool);
+	inside = c && c->box && ap_cache_enter(c);
+	if (inside)
+		AP_TEST_STALL(AP_TS_OWNER_INSIDE);
+	o = atomic_load_explicit(&pool->owner_of[idx], memory_order_relaxed);
+	if (!o || (inside && c->id == o)) {
+		/*
+		 * No owner (a lease popped straight from the freelist), or
+		 * ours: the word says what it is.  Another owner's is known
+		 * by the hints alone, so that its line stays with its owner.
+		 */
+		w = ap_state_load(s);
+		o = AP_W_OWNER(w);
+		if (AP_W_KIND(w) == AP_K_LEASED) {
+			/* Lent by no one: into our cache by CAS, or to the freelist. */
+			if (inside) {
+				n = ap_cache_n(c);
+				if (n == c->size) {
+					ap_cache_flush_batch(c);
+					n = ap_cache_n(c);
+				}
+				if (ap_state_leased_to_owned(s, gen, c->id)) {
+					/* As cache_own(): the hint is not behind. */
+					atomic_store_explicit(&pool->released[idx], gen,
+							      memory_order_relaxed);
+					atomic_store_explicit(&pool->owner_of[idx], c->id,
+							      memory_order_relaxed);
+					c->idx[n] = idx;
+					c->gen[n] = ap_gen_next(gen);
+					ap_cache_set_n(c, n + 1);
+					ap_cache_leave(c);
+					return 0;
+				}
+				ap_cache_leave(c);
+			}
+			return ap_fl_release(&pool->fl, idx, gen);
+		}
+		if (w != ap_owned_word(o, gen) || !gen || !box_of(pool, o))
+			goto stale;
+	}
+	if (inside && c->id == o) {
+		/* Ours, and the fast path found the cache full. */
+		n = ap_cache_n(c);
+		if (n == c->size) {
+			ap_cache_flush_batch(c);
+			n = ap_cache_n(c);
+		}
+		if (!ap_state_owner_back(s, o, gen))
+			goto stale;
+		atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
+		c->idx[n] = idx;
+		c->gen[n] = ap_gen_next(gen);
+		ap_cache_set_n(c, n + 1);
+		ap_cache_add_lent(c, -1);
+		ap_cache_leave(c);
+		return 0;
+	}
+	/*
+	 * Another owner's.  Released already (this generation or a later
+	 * one): refused at once.  Else the token goes to the owner, which
+	 * decides by the word (a racing copy is counted then).  The hint
+	 * is written only where a release was decided (the owner, or
+	 * other_apply): a token whose generation the buffer never had must
+	 * not make the holder's own release look stale.  An owner that
+	 * exited is seen when the batch is sent (owner_send).
+	 */
+	r = atomic_load_explicit(&pool->released[idx], memory_order_relaxed);
+	if ((int32_t)(gen - r) <= 0 || !gen || !box_of(pool, o))
+		goto stale;
+	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
+	/*
+	 * The lease right after the last one decided: a copy of the lease
+	 * the buffer is lent in (or a token forged with exactly the next
+	 * generation, the class of a forged pointer).  Its sender writes the
+	 * hint, and tells the owner so: in a hand-off the hint's line then
+	 * stays with the releasing thread, as the word's stays with the
+	 * owner.  Any other generation only goes to the owner, which writes
+	 * the hint if it takes it.
+	 */
+	if (gen == ap_gen_next(r)) {
+		atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
+		tok |= AP_INBOX_HINTED;
+	}
+	if (!inside)
+		return owner_send(pool, o, &tok, 1, false);
+	ob = &c->outbox[o % AP_OUTBOXES];
+	if (ob->n && ob->owner != o) {
+		/* Another owner's batch in this outbox: it goes first. */
+		sent = ob->n;
+		to = ob->owner;
+		memcpy(batch, ob->tok, sent * sizeof(*batch));
+		__atomic_store_n(&ob->n, 0, __ATOMIC_RELAXED);
+	}
+	ob->owner = o;
+	ob->tok[ob->n] = tok;
+	__atomic_store_n(&ob->n, ob->n + 1, __ATOMIC_RELAXED);
+	if (!sent && ob->n == AP_OUTBOX_BATCH) {
+		sent = ob->n;
+		to = o;
+		memcpy(batch, ob->tok, sent * sizeof(*batch));
+		__atomic_store_n(&ob->n, 0, __ATOMIC_RELAXED);
+	}
+	ap_cache_leave(c);
+	if (sent)
+		(void)owner_send(pool, to, batch, sent, false);
+	return 0;
+stale:
+	if (inside)
+		ap_cache_leave(c);
+	ap_fl_count_bad_release(&pool->fl, 1);
+	return -EALREADY;
 }

@@ -7,7 +7,9 @@
  * Acquire pops from it: in a local pool it lends the buffer without a
  * store to its state (buffer_state.h, "lent"), in a shared pool it
  * marks it leased with a plain store.  Release claims the buffer's
- * state by a CAS, then pushes it; only a refill (the cache is empty) or a flush
+ * state by a CAS, then pushes it (a shared pool), or, in a local pool,
+ * the cache that owns the buffer decides it with a load and a store
+ * (pool_cache.c, "Ownership"); only a refill (the cache is empty) or a flush
  * (it is full) leaves the thread, moving cache_batch buffers with one
  * CAS: through a local pool's depot (pool_depot.c) as an array, else
  * through the freelist's head as a chain.  A cached buffer's state is CACHED (buffer_state.h):
@@ -41,6 +43,21 @@
 #include "pool_internal.h"
 
 struct ap_tcache;
+struct ap_inbox;
+
+/*
+ * Releases of buffers that another cache owns, gathered per owner
+ * (pool_cache.c, "Ownership"): a batch goes to its owner's inbox with
+ * one CAS.  A few per thread, by owner id modulo AP_OUTBOXES.
+ */
+#define AP_OUTBOX_BATCH 32u
+#define AP_OUTBOXES     4u
+
+struct ap_outbox {
+	uint32_t owner;
+	uint32_t n;                     /* read by others: relaxed */
+	uint64_t tok[AP_OUTBOX_BATCH];
+};
 
 struct ap_cache {
 	/* Owner thread only, on every operation. */
@@ -53,10 +70,14 @@ struct ap_cache {
 	uint32_t          pad;
 	uint32_t         *gen;          /* gen[j]: the generation of idx[j]'s word */
 	int64_t           lent;         /* lent here less lent ones given back here */
+	uint32_t          id;           /* owner id in the words (local pools that lend) */
+	struct ap_inbox  *box;          /* this owner's inbox, or NULL */
 	/* Under ap_cache_lock. */
 	struct ap_cache  *reg_next;     /* the pool's registry */
 	struct ap_cache **reg_pprev;
 	struct ap_tcache *owner;        /* the owning thread's table */
+	/* Owner thread, inside (a flusher under the lock takes them). */
+	struct ap_outbox  outbox[AP_OUTBOXES];
 	uint32_t          idx[];        /* size entries, then gen's size */
 };
 
@@ -127,12 +148,28 @@ static inline __attribute__((always_inline)) bool
 ap_cache_push(struct asyncpool *pool, struct ap_cache *c, uint32_t n, uint32_t idx, uint32_t gen,
 	      uint32_t *back)
 {
-	/* A pool that lends is local, holder 0: a copy with constants, so
-	 * that the release loops keep their values in registers. */
-	uint32_t kind = AP_LIKELY(pool->fl.lazy) ?
-		ap_state_leased_to_cached(&pool->fl.state[idx], gen, 0, AP_LENT) :
-		ap_state_leased_to_cached(&pool->fl.state[idx], gen, pool->fl.me, AP_NO_LENT);
+	uint32_t kind;
 
+	/*
+	 * A pool that lends: only a buffer this cache owns and lent, with a
+	 * load and a store (buffer_state.h, "Ownership").  Anything else
+	 * (another owner's, a lease popped straight from the freelist, a
+	 * stale copy) is left to the slow path.
+	 */
+	if (AP_LIKELY(pool->fl.lazy)) {
+		/* Another owner's is left alone: its word's line is the owner's. */
+		if (AP_UNLIKELY(atomic_load_explicit(&pool->owner_of[idx], memory_order_relaxed) !=
+				c->id ||
+				!ap_state_owner_back(&pool->fl.state[idx], c->id, gen)))
+			return false;
+		/* So that a copy released on another thread is refused at once. */
+		atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
+		c->idx[n] = idx;
+		c->gen[n] = ap_gen_next(gen);
+		++*back;
+		return true;
+	}
+	kind = ap_state_leased_to_cached(&pool->fl.state[idx], gen, pool->fl.me, AP_NO_LENT);
 	if (AP_UNLIKELY(!kind))
 		return false;
 	c->idx[n] = idx;
@@ -149,7 +186,8 @@ ap_cache_push(struct asyncpool *pool, struct ap_cache *c, uint32_t n, uint32_t i
  * that is not in the cached state is left to the slow path, which drops
  * it and counts a corruption.
  */
-static inline bool ap_cache_take(struct asyncpool *pool, struct asyncpool_lease *out)
+static inline __attribute__((always_inline)) bool ap_cache_take_gen(struct asyncpool *pool,
+								     uint32_t *idx, uint32_t *gen)
 {
 	struct ap_cache *c = ap_tc_last;
 	uint32_t n;
@@ -159,15 +197,13 @@ static inline bool ap_cache_take(struct asyncpool *pool, struct asyncpool_lease 
 		/* n only once inside: a flusher may have emptied it. */
 		if (AP_LIKELY((n = c->n) != 0)) {
 			/* In range: the refill or release that cached it checked it. */
-			uint32_t gen, lent = 0;
+			uint32_t lent = 0;
 
-			if (AP_LIKELY((gen = ap_cache_lend(pool, c, n - 1, &lent)))) {
-				uint32_t idx = c->idx[n - 1];
-
+			if (AP_LIKELY((*gen = ap_cache_lend(pool, c, n - 1, &lent)))) {
+				*idx = c->idx[n - 1];
 				ap_cache_add_lent(c, lent);
 				ap_cache_set_n(c, n - 1);
 				ap_cache_leave(c);
-				ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);
 				return true;
 			}
 		}
@@ -176,12 +212,69 @@ static inline bool ap_cache_take(struct asyncpool *pool, struct asyncpool_lease 
 	return false;
 }
 
+static inline bool ap_cache_take(struct asyncpool *pool, struct asyncpool_lease *out)
+{
+	uint32_t idx, gen;
+
+	if (AP_LIKELY(ap_cache_take_gen(pool, &idx, &gen))) {
+		ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Make k cached buffers (of a cache or of a depot slot) free, not yet
+ * linked, keeping them at the front of v: how many.  A buffer whose
+ * state is no longer cached (a copy of it went into another cache too)
+ * (or its generation moved on) is dropped and counted, never linked in
+ * twice.
+ */
+/* Inline: the depot (pool_depot.c) uses it, and is below pool_cache.c. */
+static inline uint32_t ap_cache_uncache(struct asyncpool *pool, uint32_t *v, uint32_t *gens,
+					uint32_t k)
+{
+	uint32_t kept = 0, dropped = 0;
+
+	for (uint32_t j = 0; j < k; j++) {
+		if (pool->owner_of)     /* to the freelist: no owner */
+			atomic_store_explicit(&pool->owner_of[v[j]], 0, memory_order_relaxed);
+		if (AP_LIKELY(ap_state_uncache(&pool->fl.state[v[j]], pool->fl.me, gens[j]))) {
+			gens[kept] = gens[j];
+			v[kept++] = v[j];
+		} else
+			dropped++;
+		AP_TEST_AT(AP_TP_FLUSH_UNCACHED);
+	}
+	if (AP_UNLIKELY(dropped))
+		ap_fl_count_corruption(&pool->fl, dropped);
+	return kept;
+}
+
 /* pool_cache.c, for the bulk operations and the depot */
 struct ap_cache *ap_cache_of(struct asyncpool *pool);
 void ap_cache_flush_batch(struct ap_cache *c);
-uint32_t ap_cache_uncache(struct asyncpool *pool, uint32_t *v, uint32_t *gens, uint32_t k);
 int ap_cache_release(struct asyncpool *pool, uint32_t idx, uint32_t gen);
-uint32_t ap_cache_lease_gen(struct asyncpool *pool, uint32_t idx);
+/*
+ * Fill the calling thread's empty or part-full cache c (entered) to at
+ * least min and at most max entries: its inbox, a depot batch, the
+ * freelist.  0 or -errno (c->n as it got).
+ */
+int ap_cache_fill(struct asyncpool *pool, struct ap_cache *c, uint32_t min, uint32_t max);
+/*
+ * A release of a pool that lends which the fast path did not take (the
+ * caller is outside its cache): 0, or -EALREADY (refused, counted).
+ */
+int ap_owner_release(struct asyncpool *pool, uint32_t idx, uint32_t gen);
+/*
+ * A release (adopt false) or an adoption (true: *newgen) of a lent
+ * buffer, by index (gen 0) or of generation gen, with every owner of
+ * the process stopped: the kind the word had (AP_K_CACHED), 0 if
+ * refused, -1 if the word is LEASED (lent by no one: the caller's
+ * usual CAS decides).
+ */
+int ap_cache_claim_lent(struct asyncpool *pool, uint32_t idx, uint32_t gen, bool adopt,
+			uint32_t *newgen);
 
 /*
  * pool_depot.c: a local pool's depot of full batches, between its

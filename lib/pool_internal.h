@@ -3,6 +3,7 @@
  * The pool object, shared by the files of the pool layer:
  *
  *   pool.c          create, acquire, release, destroy: cache or freelist
+ *   pool_pop.c      the pops (a refund when the freelist is empty), the uncached release
  *   pool_options.c  asyncpool_create_opts()
  *   pool_cache.c    per-thread caches
  *   pool_depot.c    a local pool's depot of batches between its caches
@@ -34,12 +35,16 @@ struct asyncpool {
 	/* Per-thread caches (pool_cache.c); cache_size 0: none. */
 	uint32_t                 cache_size;
 	uint32_t                 cache_batch;   /* moved per refill or flush */
+	bool                     cache_default; /* asyncpool_create()'s, not asked for */
 	struct ap_cache         *caches;        /* registry, under ap_cache_lock */
 	struct asyncpool        *cached_next;   /* list of cached pools, same lock */
 	struct asyncpool       **cached_pprev;
 	uint32_t                 local_waiters; /* threads waiting here, same lock */
 	_Atomic uint32_t         flush_seen;    /* the last flush request honoured */
 	struct ap_wait_fd       *wait_fd;       /* asyncpool_wait_fd(), pool_wait.c */
+	/* Its hook: installed with wait_fd by pool_wait.c, a layer above
+	 * pool.c, whose asyncpool_destroy() calls it (NULL: no wait fd). */
+	void                   (*wait_fd_close)(struct asyncpool *pool);
 	/* Crash safety (attach.c, reclaim.c): shared pools with a file. */
 	int                      lock_fd;       /* our own open file description, or -1 */
 	uint32_t                 slot;          /* our attachment, if lock_fd >= 0 */
@@ -52,6 +57,22 @@ struct asyncpool {
 	_Atomic uint64_t         reclaim_after; /* no automatic reclaim before (coarse ns) */
 	_Atomic bool             reclaiming;    /* a thread of this handle is in ap_reclaim */
 	struct ap_depot         *depot;         /* a local pool's, with caches (pool_depot.c) */
+	/* Owners' inboxes of a pool whose caches lend, by owner id (1..;
+	 * pool_cache.c): a fixed table, so that senders read it unlocked. */
+	struct ap_inbox        **boxes;
+	_Atomic uint32_t         box_count;     /* ids handed out so far, + 1 */
+	uint32_t                 box_cap;       /* tokens per inbox */
+	/*
+	 * Per buffer, for the releases on other threads (pool_cache.c):
+	 * owner_of[i] the owner id, written when the buffer enters or
+	 * leaves a cache, never while it is lent; released[i] the last
+	 * generation released, written where a release is decided (never
+	 * by a releaser that only sends: its token may be wrong).  Hints that
+	 * refuse a stale copy at once without reading the word, whose line
+	 * the owner writes: the owner's check of the word decides.
+	 */
+	_Atomic uint32_t        *owner_of;
+	_Atomic uint32_t        *released;
 	/* Regions of the same slab on other proactors, held until destroy
 	 * (asyncpool_options.siblings, pool_options.c). */
 	struct asyncpool_region **siblings;
@@ -79,6 +100,8 @@ static inline bool ap_token_ok(const struct asyncpool *pool, uint64_t token)
 }
 
 /* pool.c */
+/* asyncpool_create() without its default caches (asyncpool_create_opts). */
+int  ap_pool_create_bare(struct asyncpool_region *r, struct asyncpool **out);
 int  ap_layout_size(uint32_t count, bool shared, size_t *out);
 void ap_layout_init(void *mem, uint32_t count, size_t buffer_size, bool shared);
 void ap_layout_publish(void *mem);
@@ -91,7 +114,7 @@ void ap_pool_recycle(void *ctx, uint64_t token);
 void ap_cache_recycle(void *ctx, uint64_t token);
 int  ap_cache_acquire_slow(struct asyncpool *pool, struct asyncpool_lease *out);
 int  ap_cache_destroy(struct asyncpool *pool);
-uint32_t ap_cache_count(const struct asyncpool *pool, int64_t *lent);
+uint32_t ap_cache_count(const struct asyncpool *pool, int64_t *lent, uint32_t *transit);
 int  ap_pool_cache_init(struct asyncpool *pool, uint32_t cache_size);
 int  ap_cache_flush_others(struct asyncpool *pool, bool force);
 void ap_cache_wait_begin(struct asyncpool *pool);
@@ -99,16 +122,11 @@ void ap_cache_wait_end(struct asyncpool *pool);
 void ap_flush_request(struct asyncpool *pool);
 void ap_cache_honour_flush(struct asyncpool *pool);
 
-/* pool_wait.c */
-void ap_wait_fd_close(struct asyncpool *pool);
-
-/* attach.c: attachments and their liveness (OFD locks) */
+/* attach.c: attachments (OFD locks); it calls ap_reclaim() when all are taken */
 int  ap_attach(struct asyncpool *pool, int fd);
 void ap_detach(struct asyncpool *pool);
-struct ap_attach *ap_attach_rec(const struct asyncpool *pool, uint32_t slot);
-/* 1 alive, 0 dead or free, negative errno */
-int  ap_attach_alive(const struct asyncpool *pool, uint32_t slot);
-/* ap_lock_byte() and the liveness test itself: attach_live.h */
+/* A handle's records and their liveness, for attach.c and reclaim.c
+ * both: attach_rec.h; ap_lock_byte() and the test itself: attach_live.h */
 
 /* reclaim.c */
 int  ap_reclaim(struct asyncpool *pool);
@@ -124,7 +142,7 @@ int  ap_reclaim_auto(struct asyncpool *pool);
  * if that brought buffers back.  A pool with neither (uncached local,
  * or shared over raw memory) pays one test, and only after -ENOBUFS.
  */
-int ap_pool_refund(struct asyncpool *pool);
+int ap_pool_refund(struct asyncpool *pool);      /* pool_pop.c */
 
 static inline bool ap_pool_refunded(struct asyncpool *pool, int rc)
 {

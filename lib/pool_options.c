@@ -67,7 +67,7 @@ AP_EXPORT int asyncpool_create_opts(struct asyncpool_region *r,
 		if (!sib)
 			return -ENOMEM;
 	}
-	rc = asyncpool_create(r, &pool);
+	rc = ap_pool_create_bare(r, &pool);
 	if (rc) {
 		free(sib);
 		return rc;

@@ -116,16 +116,20 @@ AP_EXPORT int asyncpool_open_shared(void *mem, size_t size, struct asyncpool_reg
  */
 AP_EXPORT int asyncpool_release_index(struct asyncpool *pool, uint32_t buffer_index)
 {
-	uint32_t gen = 0;
-
 	if (!pool)
 		return -EINVAL;
-	if (pool->fl.lazy && buffer_index < pool->fl.count &&
-	    !(gen = ap_cache_lease_gen(pool, buffer_index))) {
-		ap_fl_count_bad_release(&pool->fl, 1);
-		return -EALREADY;
+	if (pool->fl.lazy && buffer_index < pool->fl.count) {
+		/* Lent, or in a cache: only with every owner stopped. */
+		int kind = ap_cache_claim_lent(pool, buffer_index, 0, false, NULL);
+
+		if (kind > 0)
+			return 0;
+		if (!kind) {
+			ap_fl_count_bad_release(&pool->fl, 1);
+			return -EALREADY;
+		}
 	}
-	return ap_fl_release(&pool->fl, buffer_index, gen);
+	return ap_fl_release(&pool->fl, buffer_index, 0);
 }
 
 static int adopt(struct asyncpool *pool, uint32_t idx, uint32_t gen,
@@ -138,8 +142,19 @@ static int adopt(struct asyncpool *pool, uint32_t idx, uint32_t gen,
 	memset(out, 0, sizeof(*out));
 	if (!pool || idx >= pool->fl.count)
 		return -EINVAL;
-	if (!gen && pool->fl.lazy && !(gen = ap_cache_lease_gen(pool, idx)))
-		return stale;
+	if (pool->fl.lazy &&
+	    AP_W_KIND(ap_state_load(&pool->fl.state[idx])) != AP_K_LEASED) {
+		/* Lent: its owner decides its releases, so it is stopped
+		 * while the lease changes hands. */
+		int k = ap_cache_claim_lent(pool, idx, gen, true, &g);
+
+		if (!k)
+			return stale;
+		if (k > 0) {
+			ap_pool_lease(pool, idx, g, pool->release_fn, out);
+			return 0;
+		}
+	}
 	/*
 	 * The holder becomes us, at a new generation: the giver's death no
 	 * longer reclaims it, and the giver's lease and token are stale.

@@ -253,6 +253,14 @@ static void *waker_main(void *arg)
 			AP_FL_END;
 		if (empty && ap_pool_refunded(pool, -ENOBUFS))
 			empty = false;
+		/*
+		 * While the fd exists every cache is bypassed, but the release
+		 * of a lent buffer still goes to its owner's inbox (pool_cache.c,
+		 * "Ownership"), not to the freelist: it wakes this thread, which
+		 * settles it to the freelist, or the fd would stay silent.
+		 */
+		if (empty && pool->fl.lazy && ap_cache_flush_others(pool, false) > 0)
+			empty = false;
 		if (!empty)
 			(void)eventfd_write(w->fd, 1);
 		(void)ap_futex_wait(&line->wait, v, sleep_until(pool, NULL, &slice),
@@ -262,6 +270,8 @@ static void *waker_main(void *arg)
 }
 
 static pthread_mutex_t wait_fd_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void wait_fd_close(struct asyncpool *pool);
 
 AP_EXPORT int asyncpool_wait_fd(struct asyncpool *pool)
 {
@@ -304,14 +314,16 @@ AP_EXPORT int asyncpool_wait_fd(struct asyncpool *pool)
 		goto out;
 	}
 	pool->wait_fd = w;
+	/* pool.c is below this file: it closes the fd through this hook. */
+	pool->wait_fd_close = wait_fd_close;
 	rc = w->fd;
 out:
 	pthread_mutex_unlock(&wait_fd_lock);
 	return rc;
 }
 
-/* asyncpool_destroy(): stop the thread and close the eventfd. */
-void ap_wait_fd_close(struct asyncpool *pool)
+/* The hook of asyncpool_destroy(): stop the thread and close the eventfd. */
+static void wait_fd_close(struct asyncpool *pool)
 {
 	struct ap_wait_fd *w = pool->wait_fd;
 

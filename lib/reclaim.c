@@ -47,8 +47,7 @@
  * alone and 24 us with 16 live attachments (measured), which a caller
  * that polls an empty pool would otherwise pay on every call.
  */
-#include "pool_internal.h"
-#include "attach_live.h"
+#include "attach_rec.h"
 
 #include <fcntl.h>
 #include <stdlib.h>

@@ -15,6 +15,8 @@ enum ap_test_stall {
 	AP_TS_RELEASE_CLAIM,    /* a release to the freelist checked the word, before its CAS */
 	AP_TS_FLUSH_WAITS,      /* a flusher waits for an owner inside its cache */
 	AP_TS_OWNER_INSIDE,     /* an owner entered its cache (a slow release) */
+	AP_TS_INBOX_SEND,       /* a sender reserved inbox slots, before it writes them */
+	AP_TS_ORPHAN_SEEN,      /* a sender saw its owner orphaned, before it locks */
 };
 
 #ifdef ASYNCPOOL_TEST_HOOKS

@@ -12,5 +12,6 @@
 #endif
 #include "../lib/pool_internal.h"
 #include "../lib/pool_cache.h"
+#include "../lib/attach_rec.h"
 
 #endif

@@ -29,6 +29,21 @@
 #  tests/model/crash.pml     (also) -DATTACH: the reclaim of an open
 #      that has no attachment record, crashing at every step, loses no
 #      buffer; claiming with holder 0, or without a new generation, does.
+#  tests/model/owner.pml     the ownership protocol of a local pool's
+#      caches (issue 22, OWNERSHIP.md): copies of one lease released by
+#      the owner in its window and by another thread through the
+#      owner's inbox, or by two other threads, with a flush anywhere;
+#      owners exiting with lent buffers and undelivered batches; a
+#      waiter during delivery: every lease accepted exactly once, no
+#      buffer in two places, nothing strands in a dead owner's inbox,
+#      no waiter asleep for ever.  Mutants: an owner's drain without
+#      the check accepts twice; a drain that trusts the reserved tail
+#      reads an unwritten slot; a SEND without the orphan re-check
+#      strands a token, one without the wake leaves the waiter asleep;
+#      and the four places where OWNERSHIP.md as written fails (the
+#      model's FIX 1-4: the owner's check before its window, exit's
+#      SEND taking the lock again, a waiter that does not take the
+#      batches, the orphan CAS not counting out[]).
 # Every search is exhaustive (-DSAFETY; -DCOLLAPSE is lossless state
 # compression, not a partial search).
 set -u
@@ -40,7 +55,7 @@ if ! command -v spin > /dev/null 2>&1; then
 fi
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..54"
+echo "1..86"
 t=0
 
 # verify NAME MODEL DEFINES: build pan in its own directory and run it.
@@ -210,4 +225,37 @@ fails crash-attach-holder0 crash.pml "-DPROCS=2 -DATTACH -DHOLDER0" "(cnt==3)" \
 	"crash, an open's reclaim claims with holder 0" "spin finds a buffer lost"
 fails crash-attach-samegen crash.pml "-DPROCS=2 -DATTACH -DSAMEGEN" " !(onlist\[claimed\[i\]\])" \
 	"crash, an open's reclaim keeps the generation" "spin finds a buffer linked twice"
+opt=-O1
+
+# 55-86: the ownership protocol (issue 22, tests/model/owner.pml).
+# pan.c of this model takes 30 s to compile with -O1 and its searches
+# are short: -O0 for all of them.
+opt=-O0
+holds owner owner.pml "" "owner, local against remote copy, a flush"
+holds owner-remote owner.pml "-DREMOTE -DOWNER_EXIT" \
+	"owner, remote against remote copy, the owner exits"
+holds owner-remote-full owner.pml "-DREMOTE -DCAP=1" \
+	"owner, remote against remote copy, an inbox of one slot (FULL)"
+holds owner-exit owner.pml -DEXIT "owner, both owners exit with lent buffers and batches"
+holds owner-exit-flush owner.pml "-DEXIT -DFLUSH -DOWNER_COPY" \
+	"owner, both owners exit, a copy of the owner's, a flush"
+holds owner-wait owner.pml -DWAIT "owner, a waiter while two copies are delivered"
+holds owner-wait-idle owner.pml "-DWAIT -DIDLE" "owner, a waiter, the releaser idle"
+holds owner-wait-exit owner.pml "-DWAIT -DOWNER_EXIT" "owner, a waiter, the lender exits"
+fails owner-nocheck owner.pml -DNO_DRAIN_CHECK "(where\[b\]==2)" \
+	"owner, drain without the check" "spin finds the racing copy accepted twice"
+fails owner-order owner.pml "-DREMOTE -DOUT_OF_ORDER" "(tok!=0)" \
+	"owner, the reserved tail taken as published" "spin finds a slot read before it was written"
+fails owner-norecheck owner.pml "-DEXIT -DNO_ORPHAN_RECHECK" "(head\[j\]==tail\[j\])" \
+	"owner, SEND without the orphan re-check" "spin finds a token stranded in a dead owner's inbox"
+deadlocks owner-nowake owner.pml "-DWAIT -DIDLE -DNO_WAKE" \
+	"owner, SEND without the wake" "spin finds a waiter asleep with a buffer in an inbox"
+fails owner-early owner.pml -DCHECK_BEFORE_WINDOW "(where\[0\]==2)" \
+	"owner, own release checked before its window" "spin finds a buffer freed by a flush and cached"
+deadlocks owner-relock owner.pml "-DEXIT -DEXIT_RELOCK" \
+	"owner, exit's SEND takes the lock again" "spin finds the exiting thread deadlocked"
+deadlocks owner-nobatch owner.pml "-DWAIT -DIDLE -DNO_BATCH_TAKE" \
+	"owner, a waiter that leaves the batches" "spin finds a waiter asleep, the buffer in a batch"
+fails owner-orphanout owner.pml "-DEXIT -DNO_ORPHAN_OUT" "(out\[j\]==0)" \
+	"owner, orphan CAS not counting out" "spin finds out[] left at 1"
 opt=-O1

@@ -211,7 +211,9 @@ static void test_flush_destroy(void)
 		asyncpool_lease_release(&l[i]);
 	pthread_create(&t, NULL, bulk_all, fpool);
 	pthread_join(t, &rc);
-	is_int((intptr_t)rc, -ENOBUFS, "flush: another thread cannot have what this cache holds");
+	/* Since 1.3 a bulk acquire takes back the other caches before it
+	 * says ENOBUFS, as a single acquire always did (bulk-short-no-settle). */
+	is_int((intptr_t)rc, 0, "flush: a bulk acquire on another thread takes back what this cache holds");
 	is_int(asyncpool_cache_flush(fpool), 0, "cache_flush");
 	pthread_create(&t, NULL, bulk_all, fpool);
 	pthread_join(t, &rc);

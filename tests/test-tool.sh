@@ -27,13 +27,18 @@ is() { # DESCRIPTION CONDITION...
 	if "$@"; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; fi
 }
 
-cases="pool pool-cached pool-threads pool-cached-threads handoff handoff-cached
+cases="pool pool-cached pool-threads pool-cached-threads
+default-1t default-cached-1t default-2t default-cached-2t default-8t default-cached-8t
+handoff handoff-cached
 handoff-shuffled handoff-shuffled-cached
-bulk32 bulk32-cached tokens32 tokens32-cached shared-2proc shared-2proc-cached wake-threads wake-2proc
+handoff-token handoff-token-cached handoff-token-shared handoff-token-shared-cached
+bulk32 bulk32-cached tokens32 tokens32-cached shared-2proc shared-2proc-cached
+shared-1t shared-cached-1t shared-2t shared-cached-2t shared-2p shared-cached-2p
+wake-threads wake-2proc
 reclaim-latency contend-spin contend-wait contend-baseline handoff-2proc-spin handoff-2proc-wait wrap wrap-cached
 wrap-shared wrap-shared-cached mutex-baseline
 mutex-baseline-threads cas2-baseline handoff-queue-baseline"
-echo "1..28"
+echo "1..31"
 
 check "asyncpool without a command" 2 "$tool"
 check "asyncpool with an unknown command" 2 "$tool" frobnicate
@@ -43,7 +48,7 @@ check "asyncpool --version" 0 "$tool" --version
 check "demo with an unknown option" 2 "$tool" demo --frobnicate
 check "demo --threads 0" 2 "$tool" demo --threads 0
 check "bench --ops x" 2 "$tool" bench --ops x
-check "bench with a stray argument" 2 "$tool" bench extra
+check "bench with an argument that names no case" 2 "$tool" bench extra
 check "inspect without an argument" 2 "$tool" inspect
 check "inspect a name that does not exist" 1 "$tool" inspect "/asyncpool-test-no-such-$$"
 check "inspect a directory" 1 "$tool" inspect /
@@ -74,6 +79,12 @@ is "bench --json: one object with the keys of asyncpool(1)" \
 	;;
 esac
 check "bench --sweep --help" 0 "$tool" bench --sweep --help
+check "bench --sweep with a case" 2 "$tool" bench --sweep pool
+# operands pick cases by name or pattern, in the order of the table
+check "bench two patterns, tiny" 0 "$tool" bench --json --ops 64 --reps 1 'default-*' pool
+tr '{' '\n' < "$tmp/out" | sed -n 's/^"name":"\([^"]*\)".*/\1/p' | tr '\n' ' ' > "$tmp/picked"
+is "bench 'default-*' pool: those seven cases, in order" \
+	test "$(cat "$tmp/picked")" = "pool default-1t default-cached-1t default-2t default-cached-2t default-8t default-cached-8t "
 sed -n '/^\.SH EXIT STATUS/,/^\.SH /p' "$man1" | grep '^\.B [0-9]$' | tr -d '\n' > "$tmp/status"
 is "asyncpool(1) EXIT STATUS lists 0, 1 and 2" test "$(cat "$tmp/status")" = ".B 0.B 1.B 2"
 

@@ -67,14 +67,12 @@ struct asyncpool *make_pool(struct asyncpool_proactor *p, size_t buffer_size, ui
 	struct asyncpool *pool;
 	int rc;
 
-	if (cache) {
-		memset(&o, 0, sizeof(o));
-		o.size = sizeof(o);
-		o.cache_size = cache;
-		rc = asyncpool_create_opts(r, &o, &pool);
-	} else {
-		rc = asyncpool_create(r, &pool);
-	}
+	/* cache 0: a pool without caches, which asyncpool_create() no
+	 * longer gives (it has caches by default since 1.3). */
+	memset(&o, 0, sizeof(o));
+	o.size = sizeof(o);
+	o.cache_size = cache;
+	rc = asyncpool_create_opts(r, &o, &pool);
 	if (rc)
 		bail_out("a pool of %u x %zu: %s", count, buffer_size, strerror(-rc));
 	asyncpool_region_unref(r);

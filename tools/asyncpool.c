@@ -61,7 +61,8 @@ int tool_memory_pool(struct asyncpool_proactor **p, struct asyncpool **pool,
 	asyncpool_slab_unref(s);
 	if (rc)
 		goto fail_p;
-	rc = asyncpool_create_opts(r, &po, pool);
+	rc = cache == TOOL_POOL_DEFAULT ? asyncpool_create(r, pool) :
+					  asyncpool_create_opts(r, &po, pool);
 	asyncpool_region_unref(r);
 	if (rc)
 		goto fail_p;

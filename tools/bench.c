@@ -17,6 +17,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -86,10 +87,12 @@ static void mutex_pool_free(struct mutex_pool *m)
 }
 
 /*
- * ---- a single-producer single-consumer ring of leases ----
+ * ---- a single-producer single-consumer ring of leases, or of tokens ----
  * Each side keeps its position private and publishes it every
  * RING_BATCH entries, or before it waits, so that the two index lines
  * cross between the cores once per batch rather than once per lease.
+ * A ring carries either leases (slot) or tokens (token, 8 bytes each,
+ * packed as the peers harness packs DPDK's pointers), never both.
  */
 #define RING_SIZE 256u          /* a power of two */
 #define RING_BATCH 16u
@@ -99,7 +102,10 @@ struct spsc {
 	uint32_t head_local, tail_cache;        /* the producer's */
 	_Alignas(64) _Atomic uint32_t tail;     /* published by the consumer */
 	uint32_t tail_local, head_cache;        /* the consumer's */
-	_Alignas(64) struct asyncpool_lease slot[RING_SIZE];
+	_Alignas(64) union {
+		struct asyncpool_lease slot[RING_SIZE];
+		uint64_t token[RING_SIZE];
+	};
 };
 
 static void spsc_publish_head(struct spsc *q)
@@ -107,7 +113,8 @@ static void spsc_publish_head(struct spsc *q)
 	atomic_store_explicit(&q->head, q->head_local, memory_order_release);
 }
 
-static bool spsc_push(struct spsc *q, const struct asyncpool_lease *l)
+/* The producer's next slot, or -1 if the ring is full; spsc_pushed() after filling it. */
+static int spsc_slot_free(struct spsc *q)
 {
 	uint32_t h = q->head_local;
 
@@ -115,16 +122,19 @@ static bool spsc_push(struct spsc *q, const struct asyncpool_lease *l)
 		spsc_publish_head(q);
 		q->tail_cache = atomic_load_explicit(&q->tail, memory_order_acquire);
 		if (h - q->tail_cache == RING_SIZE)
-			return false;
+			return -1;
 	}
-	q->slot[h & (RING_SIZE - 1)] = *l;
-	q->head_local = ++h;
-	if (h % RING_BATCH == 0)
-		spsc_publish_head(q);
-	return true;
+	return (int)(h & (RING_SIZE - 1));
 }
 
-static bool spsc_pop(struct spsc *q, struct asyncpool_lease *l)
+static void spsc_pushed(struct spsc *q)
+{
+	if (++q->head_local % RING_BATCH == 0)
+		spsc_publish_head(q);
+}
+
+/* The consumer's next slot, or -1 if the ring is empty; spsc_popped() after reading it. */
+static int spsc_slot_full(struct spsc *q)
 {
 	uint32_t t = q->tail_local;
 
@@ -132,12 +142,36 @@ static bool spsc_pop(struct spsc *q, struct asyncpool_lease *l)
 		atomic_store_explicit(&q->tail, t, memory_order_release);
 		q->head_cache = atomic_load_explicit(&q->head, memory_order_acquire);
 		if (t == q->head_cache)
-			return false;
+			return -1;
 	}
-	*l = q->slot[t & (RING_SIZE - 1)];
-	q->tail_local = ++t;
-	if (t % RING_BATCH == 0)
-		atomic_store_explicit(&q->tail, t, memory_order_release);
+	return (int)(t & (RING_SIZE - 1));
+}
+
+static void spsc_popped(struct spsc *q)
+{
+	if (++q->tail_local % RING_BATCH == 0)
+		atomic_store_explicit(&q->tail, q->tail_local, memory_order_release);
+}
+
+static bool spsc_push(struct spsc *q, const struct asyncpool_lease *l)
+{
+	int i = spsc_slot_free(q);
+
+	if (i < 0)
+		return false;
+	q->slot[i] = *l;
+	spsc_pushed(q);
+	return true;
+}
+
+static bool spsc_pop(struct spsc *q, struct asyncpool_lease *l)
+{
+	int i = spsc_slot_full(q);
+
+	if (i < 0)
+		return false;
+	*l = q->slot[i];
+	spsc_popped(q);
 	return true;
 }
 
@@ -183,6 +217,16 @@ struct bench_case {
 #define BENCH_SHUFFLED 512u     /* the freelist in a random order first (shuffle_freelist) */
 #define BENCH_WRAP 1024u        /* one buffer cycled: its generation's wrap period */
 #define BENCH_WRAP_SHARED 2048u /* BENCH_WRAP on a shared pool of this process */
+/*
+ * The case makes its own pool of at least 2 x 256 buffers per thread:
+ * asyncpool_create() as users get it (BENCH_CACHED: asyncpool_create_opts()
+ * with caches of 256), or with BENCH_SHARED_FD one of asyncpool_shared_create()
+ * (with BENCH_PROCESSES: two processes, bench_shared_fd()).  --ops pairs in
+ * all per repetition, split among the threads (or processes).
+ */
+#define BENCH_OWN_POOL 4096u
+#define BENCH_SHARED_FD 8192u
+#define BENCH_TOKEN 16384u      /* the hand-off moves 8-byte tokens, not leases */
 
 /* Re-leases of one buffer before its generation comes back (pool_layout.h). */
 #define BENCH_GEN_PERIOD 4294967295.0
@@ -218,6 +262,48 @@ static void body_tokens(struct run *r, unsigned id)
 	for (unsigned long i = 0; i < r->ops; i += BULK)
 		if (asyncpool_acquire_tokens(r->pool, t, BULK) == 0)
 			(void)asyncpool_release_tokens(r->pool, t, BULK);
+}
+
+/* Thread 0 acquires tokens one at a time (asyncpool_acquire_tokens()) and
+ * queues them; thread 1 takes them off the queue and gives each back with
+ * asyncpool_release_token(), as the peers harness does. */
+static void body_handoff_token(struct run *r, unsigned id)
+{
+	unsigned long done = 0;
+	unsigned spins = 0;
+
+	if (id == 0) {
+		while (done < r->ops) {
+			uint64_t t;
+			int i;
+
+			if (asyncpool_acquire_tokens(r->pool, &t, 1)) {
+				spsc_publish_head(r->ring);
+				sched_yield();  /* the other side holds them all */
+				continue;
+			}
+			while ((i = spsc_slot_free(r->ring)) < 0)
+				if (++spins % 256 == 0)
+					sched_yield();
+			r->ring->token[i] = t;
+			spsc_pushed(r->ring);
+			done++;
+		}
+		spsc_publish_head(r->ring);
+	} else {
+		while (done < r->ops) {
+			int i = spsc_slot_full(r->ring);
+
+			if (i < 0) {
+				if (++spins % 256 == 0)
+					sched_yield();
+				continue;
+			}
+			(void)asyncpool_release_token(r->pool, r->ring->token[i]);
+			spsc_popped(r->ring);
+			done++;
+		}
+	}
 }
 
 /* Thread 0 acquires (or makes up) leases and queues them; thread 1 takes
@@ -316,15 +402,32 @@ static const struct bench_case cases[] = {
 	{ "pool", "one thread acquires and releases", body_pool, 1, 0, "pool-cached" },
 	{ "pool-threads", "every thread acquires and releases", body_pool, 0, 0,
 	  "pool-cached-threads" },
+	{ "default-1t", "asyncpool_create() as users get it, 1 thread", body_pool, 1,
+	  BENCH_OWN_POOL, "default-cached-1t" },
+	{ "default-2t", "asyncpool_create() as users get it, 2 threads", body_pool, 2,
+	  BENCH_OWN_POOL, "default-cached-2t" },
+	{ "default-8t", "asyncpool_create() as users get it, 8 threads", body_pool, 8,
+	  BENCH_OWN_POOL, "default-cached-8t" },
 	{ "handoff", "one thread acquires, another releases, through a queue",
 	  body_handoff, 2, BENCH_PER_LEASE, "handoff-cached" },
 	{ "handoff-shuffled", "the same, on a freelist put in a random order first",
 	  body_handoff, 2, BENCH_PER_LEASE | BENCH_SHUFFLED, "handoff-shuffled-cached" },
+	{ "handoff-token", "a hand-off by token (asyncpool_release_token() on the other thread)",
+	  body_handoff_token, 2, BENCH_PER_LEASE | BENCH_TOKEN, "handoff-token-cached" },
+	{ "handoff-token-shared", "a hand-off by token on a pool of asyncpool_shared_create()",
+	  body_handoff_token, 2, BENCH_PER_LEASE | BENCH_TOKEN | BENCH_OWN_POOL | BENCH_SHARED_FD,
+	  "handoff-token-shared-cached" },
 	{ "bulk32", "32 leases per call (time per buffer)", body_bulk, 1, 0, "bulk32-cached" },
 	{ "tokens32", "32 tokens per call, no leases (time per buffer)", body_tokens, 1, 0,
 	  "tokens32-cached" },
 	{ "shared-2proc", "a shared pool used by two processes at once",
 	  NULL, 2, BENCH_PROCESSES, "shared-2proc-cached" },
+	{ "shared-1t", "a pool of asyncpool_shared_create(), 1 thread", body_pool, 1,
+	  BENCH_OWN_POOL | BENCH_SHARED_FD, "shared-cached-1t" },
+	{ "shared-2t", "a pool of asyncpool_shared_create(), 2 threads", body_pool, 2,
+	  BENCH_OWN_POOL | BENCH_SHARED_FD, "shared-cached-2t" },
+	{ "shared-2p", "a pool of asyncpool_shared_create(), 2 processes", NULL, 2,
+	  BENCH_OWN_POOL | BENCH_SHARED_FD | BENCH_PROCESSES, "shared-cached-2p" },
 	{ "wake-threads", "a release wakes a thread in asyncpool_acquire_wait",
 	  NULL, 2, BENCH_WAKE, NULL },
 	{ "wake-2proc", "a release wakes a process in asyncpool_acquire_wait",
@@ -458,9 +561,9 @@ static void measure(struct run *r, unsigned reps, struct bench_result *out)
 
 static void print_table(const struct bench_result *res, size_t n, unsigned reps)
 {
-	printf("%-22s %7s %10s %10s %10s %12s\n", "case", "threads", "ns/op", "min", "max", "Mops/s");
+	printf("%-27s %7s %10s %10s %10s %12s\n", "case", "threads", "ns/op", "min", "max", "Mops/s");
 	for (size_t i = 0; i < n; i++) {
-		printf("%-22s %7u %10.2f %10.2f %10.2f %12.2f", res[i].name, res[i].threads,
+		printf("%-27s %7u %10.2f %10.2f %10.2f %12.2f", res[i].name, res[i].threads,
 		       res[i].ns[0], res[i].ns[1], res[i].ns[2], res[i].mops[0]);
 		if (res[i].extra2_name)
 			printf("  %s %.0f %s %.1f", res[i].extra_name, res[i].extra,
@@ -468,7 +571,9 @@ static void print_table(const struct bench_result *res, size_t n, unsigned reps)
 		printf("\n");
 	}
 	printf("(medians of %u repetitions; one op is an acquire+release pair;\n"
-	       " bulk32, tokens32: per buffer; handoff: per lease, acquired by one thread, released by the other;\n"
+	       " bulk32, tokens32: per buffer; handoff*: per lease (or token), acquired by one thread,\n"
+	       " released by the other; default-*, shared-1t to shared-cached-2p: ops pairs in all,\n"
+	       " split among the threads or processes, each on a pool of its own;\n"
 	       " wake-*: ns from a release to the return of the waiter's asyncpool_acquire_wait(),\n"
 	       " 2000 wake-ups: ns/op the median, min the minimum, max the 99th percentile;\n"
 	       " reclaim-latency: ns of one asyncpool_reclaim() that brings back what a\n"
@@ -672,13 +777,14 @@ static int cmd_sweep(int json, unsigned long ops, unsigned reps)
 static void bench_usage(FILE *f)
 {
 	fputs("Usage: asyncpool bench [--json] [--threads N] [--ops N] [--reps N] [--buffers N]\n"
+	      "                       [CASE...]\n"
 	      "       asyncpool bench --sweep [--json] [--ops N] [--reps N]\n"
-	      "\nCases:\n", f);
+	      "\nCases (CASE: a name or a shell pattern; none: every case):\n", f);
 	struct bench_case all[N_CASES];
 	size_t n = all_cases(all);
 
 	for (size_t i = 0; i < n; i++)
-		fprintf(f, "  %-23s %s\n", all[i].name, all[i].description);
+		fprintf(f, "  %-27s %s\n", all[i].name, all[i].description);
 }
 
 static void measure(struct run *r, unsigned reps, struct bench_result *out);
@@ -723,10 +829,90 @@ static bool bench_wrap_shared(struct run *r, const struct bench_case *c, uint32_
 	return true;
 }
 
-/* Runs every case of cases[] into res; the number of results.  *failed:
- * a case found the library wrong (not a case the machine cannot run). */
+/*
+ * A BENCH_OWN_POOL case on a pool made for it, of at least buffers
+ * buffers: true if measured.  *failed: a buffer did not come back.
+ */
+static bool bench_own_pool(struct run *r, const struct bench_case *c, uint32_t buffers,
+			   bool cached, unsigned reps, struct bench_result *res, bool *failed)
+{
+	struct asyncpool_proactor *p = NULL;
+	struct asyncpool_shared *sp = NULL;
+	struct asyncpool *pool = NULL;
+	unsigned long all_ops = r->ops, ops = r->ops;
+	uint32_t count = 2 * BENCH_CACHE * c->threads;
+	int rc;
+
+	if (count < buffers)
+		count = buffers;
+	if (!(c->flags & BENCH_PER_LEASE) && (ops /= c->threads) == 0)
+		ops = 1;                /* --ops in all, split among the threads */
+	if (c->flags & BENCH_PROCESSES) {
+		rc = bench_shared_fd(count, cached ? BENCH_CACHE : 0, ops, reps, res);
+		if (rc == -EUCLEAN) {
+			fprintf(stderr, "asyncpool bench: %s: FAILED: a buffer did not come back\n",
+				c->name);
+			*failed = true;
+		} else if (rc) {
+			fprintf(stderr, "asyncpool bench: %s: %s\n", c->name, strerror(-rc));
+		}
+		return rc == 0;
+	}
+	if (c->flags & BENCH_SHARED_FD) {
+		struct asyncpool_shared_options o;
+
+		memset(&o, 0, sizeof(o));
+		o.size = sizeof(o);
+		o.buffer_size = 64;
+		o.buffer_count = count;
+		rc = asyncpool_shared_create(&o, &sp);
+		if (!rc) {
+			pool = asyncpool_shared_pool(sp);
+			if (cached)
+				rc = asyncpool_set_cache(pool, BENCH_CACHE);
+		}
+	} else {
+		rc = tool_memory_pool(&p, &pool, 64, count, cached ? BENCH_CACHE : TOOL_POOL_DEFAULT,
+				      true);
+	}
+	if (!rc) {
+		r->c = c;
+		r->pool = pool;
+		r->threads = c->threads;
+		r->ops = ops;
+		measure(r, reps, res);
+		r->ops = all_ops;
+		/* Every thread flushed its cache as it ended: all are back. */
+		if (asyncpool_available(pool) != count) {
+			fprintf(stderr, "asyncpool bench: %s: FAILED: %zu of %u buffers came back\n",
+				c->name, (size_t)asyncpool_available(pool), count);
+			*failed = true;
+		}
+	} else {
+		fprintf(stderr, "asyncpool bench: %s: %s\n", c->name, strerror(-rc));
+	}
+	if (sp)
+		asyncpool_shared_close(sp);
+	else if (pool)
+		tool_memory_pool_free(p, pool);
+	return rc == 0;
+}
+
+/* Whether case name is one that the patterns (none: every case) select. */
+static bool selected(const char *name, char *const *pattern, int npattern)
+{
+	for (int i = 0; i < npattern; i++)
+		if (!fnmatch(pattern[i], name, 0))
+			return true;
+	return npattern == 0;
+}
+
+/* Runs every case of cases[] that the patterns select into res; the number
+ * of results.  *failed: a case found the library wrong (not a case the
+ * machine cannot run). */
 static size_t run_cases(struct run *r, struct asyncpool *const pools[2], uint32_t buffers,
-			unsigned threads, unsigned reps, struct bench_result *res, bool *failed)
+			unsigned threads, unsigned reps, char *const *pattern, int npattern,
+			struct bench_result *res, bool *failed)
 {
 	static struct bench_case all[N_CASES];
 	size_t n = 0, n_all = all_cases(all);
@@ -735,8 +921,15 @@ static size_t run_cases(struct run *r, struct asyncpool *const pools[2], uint32_
 		const struct bench_case *c = &all[i];
 		bool cached = c->flags & BENCH_CACHED;
 
+		if (!selected(c->name, pattern, npattern))
+			continue;
 		memset(&res[n], 0, sizeof(res[n]));
 		res[n].name = c->name;
+		if (c->flags & BENCH_OWN_POOL) {
+			if (bench_own_pool(r, c, buffers, cached, reps, &res[n], failed))
+				n++;
+			continue;
+		}
 		if (c->flags & BENCH_CONTEND) {
 			unsigned long k = r->ops / 20 ? r->ops / 20 : 1;
 			int rc = c->flags & BENCH_PROCESSES ?
@@ -825,10 +1018,19 @@ int cmd_bench(int argc, char **argv)
 
 	if ((rc = tool_options(argc, argv, -1, bench_usage, &a)) != TOOL_GO)
 		return rc;
-	if (a.first < argc) {
-		fprintf(stderr, "asyncpool bench: unexpected argument '%s' (see --help)\n",
-			argv[a.first]);
-		return TOOL_EXIT_USAGE;
+	/* The operands pick cases by name or shell pattern; each must pick one. */
+	for (int i = a.first; i < argc; i++) {
+		struct bench_case all[N_CASES];
+		size_t k, n_all = all_cases(all);
+
+		for (k = 0; k < n_all && fnmatch(argv[i], all[k].name, 0); k++)
+			;
+		if (a.given['s'] || k == n_all) {
+			fprintf(stderr, "asyncpool bench: %s '%s' (see --help)\n",
+				a.given['s'] ? "--sweep runs no case: unexpected" : "no case matches",
+				argv[i]);
+			return TOOL_EXIT_USAGE;
+		}
 	}
 	json = a.given['j'];
 	threads = a.given['t'] ? (unsigned)a.value['t'] : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
@@ -864,7 +1066,8 @@ int cmd_bench(int argc, char **argv)
 		}
 	}
 
-	n = run_cases(&r, pools, buffers, threads, reps, res, &failed);
+	n = run_cases(&r, pools, buffers, threads, reps, argv + a.first, argc - a.first, res,
+		      &failed);
 	/* Every case gives back all it took: a buffer missing is a bug. */
 	for (int i = 0; i < 2; i++) {
 		uint32_t back;

@@ -6,9 +6,10 @@
  * at once.  With cache != 0 each process gives its handle per-thread
  * caches (asyncpool_set_cache()).
  *
- * Built only once shared pools are in the library (it calls
- * asyncpool_create_shared() and asyncpool_open_shared()); bench.c calls
- * it through a weak reference.
+ * The shared-2p cases do the same on the pool as its users make it:
+ * asyncpool_shared_create() (a sealed memfd) in the parent, and in the
+ * child its own asyncpool_shared_open() through the fd (its own mapping
+ * and attachment).
  */
 #include "config.h"
 
@@ -112,40 +113,44 @@ static bool wait_for(atomic_int *v, int want, struct shared_ctl *ctl, pid_t pid)
 	return true;
 }
 
-int bench_shared(uint32_t buffers, uint32_t cache, unsigned long ops, unsigned reps,
-		 struct bench_result *out)
+/*
+ * How the child gets its own handle on the pool: open it (and give it
+ * caches of cache buffers if cache != 0) into *mine, with what close
+ * needs in *handle; 0 or -errno.
+ */
+struct child_pool {
+	int (*open)(const void *arg, uint32_t cache, struct asyncpool **mine, void **handle);
+	void (*close)(void *handle);
+	const void *arg;
+};
+
+/*
+ * Fork a child that opens the pool its own way (cp) and runs reps + 1
+ * rounds of ops pairs beside the parent on pool; the rounds after the
+ * first are timed into out.  0 or -errno (-EPROTO: the child failed).
+ */
+static int two_processes(struct asyncpool *pool, struct shared_ctl *ctl,
+			 const struct child_pool *cp, uint32_t cache, unsigned long ops,
+			 unsigned reps, struct bench_result *out)
 {
-	struct tool_shared_pool t;
-	struct asyncpool *pool;
-	struct shared_ctl *ctl;
 	uint64_t el[64];
 	pid_t pid;
-	int rc, status = 0;
+	int status = 0;
 	bool ok = false;
 
-	rc = tool_shared_pool(&t, 4096, buffers);
-	if (!rc && cache)
-		rc = asyncpool_set_cache(t.pool, cache);
-	if (rc)
-		goto out;
-	ctl = (struct shared_ctl *)t.mem;
-	pool = t.pool;
-
 	pid = fork();
-	if (pid < 0) {
-		rc = -errno;
-		goto out;
-	}
+	if (pid < 0)
+		return -errno;
 	if (pid == 0) {
 		struct asyncpool *mine;
+		void *handle;
 
-		if (asyncpool_open_shared(t.layout_mem, t.layout, t.r, &mine) ||
-		    (cache && asyncpool_set_cache(mine, cache))) {
+		if (cp->open(cp->arg, cache, &mine, &handle)) {
 			atomic_store(&ctl->failed, 1);
 			_exit(1);
 		}
 		child_side(mine, ctl, ops, reps);
-		asyncpool_destroy(mine);
+		cp->close(handle);
 		_exit(0);
 	}
 	for (int round = 1; round <= (int)reps + 1; round++) {
@@ -166,12 +171,96 @@ int bench_shared(uint32_t buffers, uint32_t cache, unsigned long ops, unsigned r
 	if (!ok)
 		atomic_store(&ctl->failed, 1);
 	waitpid(pid, &status, 0);
-	if (!ok || !WIFEXITED(status) || WEXITSTATUS(status)) {
-		rc = -EPROTO;
-		goto out;
-	}
+	if (!ok || !WIFEXITED(status) || WEXITSTATUS(status))
+		return -EPROTO;
 	bench_summarize(out, el, reps, ops, 2, 2 * ops);
-out:
+	return 0;
+}
+
+/* shared-2proc: the layout's own open, on the mapping the child inherited. */
+static int open_layout(const void *arg, uint32_t cache, struct asyncpool **mine, void **handle)
+{
+	const struct tool_shared_pool *t = arg;
+	int rc = asyncpool_open_shared(t->layout_mem, t->layout, t->r, mine);
+
+	if (rc)
+		return rc;
+	*handle = *mine;
+	return cache ? asyncpool_set_cache(*mine, cache) : 0;
+}
+
+static void close_layout(void *handle)
+{
+	asyncpool_destroy(handle);
+}
+
+int bench_shared(uint32_t buffers, uint32_t cache, unsigned long ops, unsigned reps,
+		 struct bench_result *out)
+{
+	struct tool_shared_pool t;
+	struct child_pool cp = { open_layout, close_layout, &t };
+	int rc;
+
+	rc = tool_shared_pool(&t, 4096, buffers);
+	if (!rc && cache)
+		rc = asyncpool_set_cache(t.pool, cache);
+	if (!rc)
+		rc = two_processes(t.pool, (struct shared_ctl *)t.mem, &cp, cache, ops, reps, out);
 	tool_shared_pool_free(&t);
+	return rc;
+}
+
+/* shared-2p: the child's own asyncpool_shared_open() through the fd. */
+static int open_fd(const void *arg, uint32_t cache, struct asyncpool **mine, void **handle)
+{
+	struct asyncpool_shared_open_options o;
+	struct asyncpool_shared *sp;
+	int rc;
+
+	memset(&o, 0, sizeof(o));
+	o.size = sizeof(o);
+	o.fd = asyncpool_shared_fd(arg);
+	rc = asyncpool_shared_open(&o, &sp);
+	if (rc)
+		return rc;
+	*handle = sp;
+	*mine = asyncpool_shared_pool(sp);
+	return cache ? asyncpool_set_cache(*mine, cache) : 0;
+}
+
+static void close_fd(void *handle)
+{
+	asyncpool_shared_close(handle);
+}
+
+int bench_shared_fd(uint32_t buffers, uint32_t cache, unsigned long ops, unsigned reps,
+		    struct bench_result *out)
+{
+	struct asyncpool_shared_options o;
+	struct asyncpool_shared *sp = NULL;
+	struct shared_ctl *ctl;
+	struct child_pool cp = { open_fd, close_fd, NULL };
+	int rc;
+
+	ctl = mmap(NULL, sizeof(*ctl), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (ctl == MAP_FAILED)
+		return -ENOMEM;
+	memset(&o, 0, sizeof(o));
+	o.size = sizeof(o);
+	o.buffer_size = 64;
+	o.buffer_count = buffers;
+	rc = asyncpool_shared_create(&o, &sp);
+	if (!rc && cache)
+		rc = asyncpool_set_cache(asyncpool_shared_pool(sp), cache);
+	if (!rc) {
+		cp.arg = sp;
+		rc = two_processes(asyncpool_shared_pool(sp), ctl, &cp, cache, ops, reps, out);
+	}
+	/* Both gave back what they took: a buffer missing is a bug. */
+	if (!rc && asyncpool_available(asyncpool_shared_pool(sp)) != buffers)
+		rc = -EUCLEAN;
+	if (sp)
+		asyncpool_shared_close(sp);
+	munmap(ctl, sizeof(*ctl));
 	return rc;
 }

@@ -66,8 +66,10 @@ static inline uint64_t tool_now_ns(void)
 
 /*
  * A memory-proactor pool of count x size buffers, with per-thread caches
- * of cache buffers (0: none), prefaulted or not; 0 or -errno.
+ * of cache buffers (0: none; TOOL_POOL_DEFAULT: made by asyncpool_create(),
+ * whatever the library's default is), prefaulted or not; 0 or -errno.
  */
+#define TOOL_POOL_DEFAULT UINT32_MAX
 int tool_memory_pool(struct asyncpool_proactor **p, struct asyncpool **pool,
 		     size_t size, uint32_t count, uint32_t cache, bool populate);
 void tool_memory_pool_free(struct asyncpool_proactor *p, struct asyncpool *pool);
@@ -112,6 +114,13 @@ void bench_summarize(struct bench_result *out, const uint64_t *elapsed, unsigned
 /* tools/bench_shared.c: a shared pool used by two processes at once. */
 int bench_shared(uint32_t buffers, uint32_t cache, unsigned long ops, unsigned reps,
 		 struct bench_result *out);
+/*
+ * The same on a pool of asyncpool_shared_create() (a memfd) that the
+ * child opens itself with asyncpool_shared_open() through the fd: ops
+ * pairs per process and repetition.
+ */
+int bench_shared_fd(uint32_t buffers, uint32_t cache, unsigned long ops, unsigned reps,
+		    struct bench_result *out);
 
 /*
  * tools/bench_reclaim.c: rounds times, a child process attaches to a

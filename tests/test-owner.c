@@ -1,0 +1,845 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Ownership (issue 22, lib/pool_cache.c "Ownership"): in a local pool
+ * with caches, the cache that lent a buffer decides every release of
+ * it; a release on another thread is sent to it.  Each case states one
+ * promise of asyncpool_release_token(3) and asyncpool_lease_release(3):
+ *
+ *  - local against remote: the owner releases one copy of a lease while
+ *    another thread has checked a second copy and is about to send it
+ *    (a stall point holds it there); then the other order.  Exactly one
+ *    is taken, the other is counted once the owner looks at its inbox.
+ *  - a stale copy is refused at once (-ESTALE), on any thread.
+ *  - in transit: a release gathered in a thread's outbox, not yet sent,
+ *    is counted by asyncpool_available(); a release by index of it is
+ *    refused (it was released); a flush of every cache delivers it.
+ *  - the owner exits with lent buffers, and with a batch for it still in
+ *    another thread's outbox: everything comes back, and a bulk acquire
+ *    of the whole pool gets it without -ENOBUFS.
+ *  - a releasing thread exits with its outbox full of another owner's
+ *    releases: its exit sends them.
+ *  - a waiter sleeps while every buffer is lent by another thread's
+ *    cache; a release on a third thread goes to the owner's inbox and
+ *    wakes it.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <asyncpool.h>
+#include "tap.h"
+#include "testutil.h"
+#include "hooks.h"
+
+#define CAP 64
+#define CACHE 16
+
+static struct asyncpool_proactor *proactor;
+
+static uint64_t empties(struct asyncpool *p)
+{
+	struct asyncpool_stats st = { .size = sizeof(st) };
+
+	asyncpool_stats(p, &st);
+	return st.empty;
+}
+
+static void whole(struct asyncpool *p, const char *what)
+{
+	is_int(asyncpool_cache_flush_all(p), 0, "%s: flush_all", what);
+	is_int(asyncpool_check(p), 0, "%s: the audit is clean", what);
+	is_int(asyncpool_available(p), CAP, "%s: every buffer free once", what);
+}
+
+/* ---- local against remote ---- */
+
+static struct {
+	struct asyncpool *pool;
+	uint64_t token;
+	int rc;
+	_Atomic int stalled, go;
+} lr;
+
+static __thread bool stall_me;
+
+static void lr_stall(enum ap_test_stall p)
+{
+	if (p != AP_TS_CACHE_CLAIM || !stall_me)
+		return;
+	stall_me = false;
+	atomic_store(&lr.stalled, 1);
+	while (!atomic_load(&lr.go))
+		sched_yield();
+}
+
+static void *remote_release(void *arg)
+{
+	stall_me = arg != NULL;
+	lr.rc = asyncpool_release_token(lr.pool, lr.token);
+	asyncpool_cache_flush(lr.pool);         /* sends what it gathered */
+	return NULL;
+}
+
+static void local_against_remote(bool remote_first)
+{
+	const char *what = remote_first ? "remote sent first" : "remote stalled after its check";
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool_lease l;
+	pthread_t t;
+	int rc;
+
+	lr.pool = p;
+	atomic_store(&lr.stalled, 0);
+	atomic_store(&lr.go, 0);
+	is_int(asyncpool_acquire(p, &l), 0, "%s: the owner acquires", what);
+	lr.token = asyncpool_lease_token(&l);
+	if (remote_first) {
+		/* The remote copy is in the owner's inbox before it releases. */
+		pthread_create(&t, NULL, remote_release, NULL);
+		pthread_join(t, NULL);
+		rc = asyncpool_release_token(p, lr.token);
+	} else {
+		ap_test_hook_stall = lr_stall;
+		pthread_create(&t, NULL, remote_release, (void *)1);
+		while (!atomic_load(&lr.stalled))
+			sched_yield();
+		rc = asyncpool_release_token(p, lr.token);
+		atomic_store(&lr.go, 1);
+		pthread_join(t, NULL);
+		ap_test_hook_stall = NULL;
+	}
+	is_int(rc, 0, "%s: the owner's release is taken", what);
+	is_int(lr.rc, 0, "%s: the remote copy was checked and sent", what);
+	is_int(bad_releases(p), 0, "%s: nothing refused before the owner looks", what);
+	/* The owner looks at its inbox when it next refills or flushes. */
+	is_int(asyncpool_cache_flush(p), 0, "%s: the owner flushes", what);
+	is_int(bad_releases(p), 1, "%s: the owner refused the other copy, counted once", what);
+	whole(p, what);
+	is_int(asyncpool_destroy(p), 0, "%s: destroy", what);
+}
+
+/* ---- a copy settled after the owner lent the buffer again ---- */
+
+static _Atomic int held_phase;
+
+/* Releases lr.token (a copy): it waits in this thread's outbox until phase 2. */
+static void *hold_copy(void *arg)
+{
+	(void)arg;
+	lr.rc = asyncpool_release_token(lr.pool, lr.token);
+	atomic_store(&held_phase, 1);
+	while (atomic_load(&held_phase) != 2)
+		sched_yield();
+	return NULL;
+}
+
+static void settled_late(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool_lease l, again;
+	pthread_t t;
+
+	lr.pool = p;
+	atomic_store(&held_phase, 0);
+	asyncpool_acquire(p, &l);
+	lr.token = asyncpool_lease_token(&l);
+	pthread_create(&t, NULL, hold_copy, NULL);
+	while (!atomic_load(&held_phase))
+		sched_yield();
+	is_int(lr.rc, 0, "settled late: a copy gathered in another thread's outbox");
+	/* The owner releases its copy and lends the buffer again (its cache is LIFO). */
+	is_int(asyncpool_release_token(p, lr.token), 0, "settled late: the owner's copy is taken");
+	is_int(asyncpool_acquire(p, &again), 0, "settled late: acquired again");
+	is_int(again.buffer_index, l.buffer_index, "settled late: the same buffer, lent again");
+	/* A flush of every cache decides the gathered copy, by CAS, now. */
+	is_int(asyncpool_cache_flush_all(p), 0, "settled late: flush_all");
+	is_int(bad_releases(p), 1, "settled late: the old copy was refused");
+	is_int(asyncpool_release_token(p, asyncpool_lease_token(&again)), 0,
+	       "settled late: the new lease is still the holder's");
+	again.release.fn = NULL;
+	l.release.fn = NULL;
+	atomic_store(&held_phase, 2);
+	pthread_join(t, NULL);
+	whole(p, "settled late");
+	is_int(asyncpool_destroy(p), 0, "settled late: destroy");
+}
+
+/* ---- a stale copy is refused at once ---- */
+
+static void *stale_release(void *arg)
+{
+	lr.rc = asyncpool_release_token(lr.pool, (uint64_t)(uintptr_t)arg);
+	return NULL;
+}
+
+static void stale_at_once(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool_lease l;
+	uint64_t tok;
+	pthread_t t;
+
+	lr.pool = p;
+	asyncpool_acquire(p, &l);
+	tok = asyncpool_lease_token(&l);
+	asyncpool_lease_release(&l);
+	is_int(asyncpool_release_token(p, tok), -ESTALE, "stale: the owner's thread: ESTALE");
+	pthread_create(&t, NULL, stale_release, (void *)(uintptr_t)tok);
+	pthread_join(t, NULL);
+	is_int(lr.rc, -ESTALE, "stale: another thread: ESTALE at once, not sent");
+	is_int(bad_releases(p), 2, "stale: both counted");
+	whole(p, "stale");
+	is_int(asyncpool_destroy(p), 0, "stale: destroy");
+}
+
+/* ---- in transit ---- */
+
+static struct {
+	struct asyncpool *pool;
+	uint64_t tok[CAP];
+	unsigned n;
+	_Atomic int phase;
+} tr;
+
+/* Releases tr.n tokens and keeps its thread alive (its outbox with them) until phase 2. */
+static void *transit_releaser(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; i < tr.n; i++)
+		if (asyncpool_release_token(tr.pool, tr.tok[i]))
+			return (void *)1;
+	atomic_store(&tr.phase, 1);
+	while (atomic_load(&tr.phase) != 2)
+		sched_yield();
+	return NULL;
+}
+
+static void in_transit(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool_lease l[4];
+	pthread_t t;
+	void *res;
+
+	tr.pool = p;
+	tr.n = 4;
+	atomic_store(&tr.phase, 0);
+	is_int(asyncpool_acquire_bulk(p, l, 4), 0, "transit: the owner acquires 4");
+	for (unsigned i = 0; i < 4; i++)
+		tr.tok[i] = asyncpool_lease_token(&l[i]);
+	pthread_create(&t, NULL, transit_releaser, NULL);
+	while (atomic_load(&tr.phase) != 1)
+		sched_yield();
+	/* 4 releases wait in the releaser's outbox (a batch is 32). */
+	is_int(asyncpool_available(p), CAP, "transit: available counts releases on their way");
+	is_int(asyncpool_release_index(p, l[0].buffer_index), -EALREADY,
+	       "transit: a release by index of one released already: EALREADY");
+	is_int(bad_releases(p), 1, "transit: counted");
+	is_int(asyncpool_check(p), 0, "transit: the audit is clean");
+	atomic_store(&tr.phase, 2);
+	pthread_join(t, &res);
+	is_int((intptr_t)res, 0, "transit: the releases were taken");
+	whole(p, "transit");
+	for (unsigned i = 0; i < 4; i++)
+		l[i].release.fn = NULL;         /* released by token above */
+	is_int(asyncpool_destroy(p), 0, "transit: destroy");
+}
+
+/* ---- the owner exits ---- */
+
+/* Lends tr.n buffers from its own cache, then waits for phase 2 (or exits at once). */
+static void *lender(void *arg)
+{
+	for (unsigned i = 0; i < tr.n; i++) {
+		struct asyncpool_lease l;
+
+		if (asyncpool_acquire(tr.pool, &l))
+			return (void *)1;
+		tr.tok[i] = asyncpool_lease_token(&l);
+	}
+	atomic_store(&tr.phase, 1);
+	while (arg && atomic_load(&tr.phase) != 2)
+		sched_yield();
+	return NULL;
+}
+
+/* Releases tokens [from, from + 8): they wait in its outbox; flushes at phase 3. */
+static _Atomic int gathered;
+
+static void *gather_then_flush(void *arg)
+{
+	unsigned from = (unsigned)(uintptr_t)arg;
+
+	for (unsigned i = from; i < from + 8; i++)
+		if (asyncpool_release_token(tr.pool, tr.tok[i]))
+			return (void *)1;
+	atomic_store(&gathered, 1);
+	while (atomic_load(&tr.phase) != 3)
+		sched_yield();
+	/* Its batch goes to an owner that has exited (orphan). */
+	asyncpool_cache_flush(tr.pool);
+	return NULL;
+}
+
+/* Releases tokens [from, from + 8) and exits: its exit sends them. */
+static void *gather_then_exit(void *arg)
+{
+	unsigned from = (unsigned)(uintptr_t)arg;
+
+	for (unsigned i = from; i < from + 8; i++)
+		if (asyncpool_release_token(tr.pool, tr.tok[i]))
+			return (void *)1;
+	return NULL;
+}
+
+static void owner_exits(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool_lease all[CAP];
+	pthread_t o, g, x;
+	void *res, *gres, *xres;
+
+	tr.pool = p;
+	tr.n = 40;
+	atomic_store(&tr.phase, 0);
+	atomic_store(&gathered, 0);
+	pthread_create(&o, NULL, lender, (void *)1);
+	while (atomic_load(&tr.phase) != 1)
+		sched_yield();
+	/* 8 releases for the owner wait in g's outbox while it lives... */
+	pthread_create(&g, NULL, gather_then_flush, (void *)0);
+	while (!atomic_load(&gathered))
+		sched_yield();
+	/* ...8 more are sent by x's exit, to the live owner's inbox... */
+	pthread_create(&x, NULL, gather_then_exit, (void *)8);
+	pthread_join(x, &xres);
+	is_int((intptr_t)xres, 0, "owner exits: 8 released on a thread that exited");
+	/* ...then the owner exits, with 24 still lent, 8 in its inbox, 8 for it in g's outbox. */
+	atomic_store(&tr.phase, 2);
+	pthread_join(o, &res);
+	is_int((intptr_t)res, 0, "owner exits: it lent 40");
+	atomic_store(&tr.phase, 3);
+	pthread_join(g, &gres);
+	is_int((intptr_t)gres, 0, "owner exits: 8 gathered before it exited, sent after");
+	/* The 24 still lent, released here after the owner is gone. */
+	for (unsigned i = 16; i < 40; i++)
+		if (asyncpool_release_token(p, tr.tok[i]))
+			ok(0, "owner exits: release %u after the owner exited", i);
+	is_int(bad_releases(p), 0, "owner exits: nothing refused");
+	/* Nothing left anywhere but the freelist and this thread's cache. */
+	is_int(asyncpool_acquire_bulk(p, all, CAP), 0,
+	       "owner exits: a bulk acquire of the whole pool, no ENOBUFS");
+	asyncpool_release_bulk(all, CAP);
+	whole(p, "owner exits");
+	is_int(asyncpool_destroy(p), 0, "owner exits: destroy");
+}
+
+/* ---- the wait fd ---- */
+
+/*
+ * Every buffer is lent by this thread's cache when the wait fd is made;
+ * while it exists every cache is bypassed, so the release of a lent one
+ * goes to its owner's inbox, not to the freelist.  The fd must still
+ * become readable (asyncpool_wait_fd(3): "when a release ... may have
+ * made a buffer available"), and the acquire it prompts gets the buffer.
+ */
+static void wait_fd_inbox(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool_lease l;
+	struct pollfd pfd;
+	uint64_t tok[CAP], v;
+	int fd;
+
+	for (unsigned i = 0; i < CAP; i++) {
+		if (asyncpool_acquire(p, &l))
+			ok(0, "wait fd: acquire %u", i);
+		tok[i] = asyncpool_lease_token(&l);
+	}
+	fd = asyncpool_wait_fd(p);
+	ok(fd >= 0, "wait fd: made while all %d are lent", CAP);
+	(void)eventfd_read(fd, &v);     /* nothing free: normally not readable */
+	is_int(asyncpool_release_token(p, tok[0]), 0, "wait fd: a lent buffer released");
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	/* Generous: readable at once when right; a bound, not a timing. */
+	is_int(poll(&pfd, 1, (int)tap_watchdog_bound(10) * 1000 / 3), 1,
+	       "wait fd: readable for a release that went to an inbox");
+	is_int(asyncpool_acquire(p, &l), 0, "wait fd: the acquire it prompts gets the buffer");
+	is_int(l.buffer_index, (uint32_t)tok[0], "wait fd: the buffer released");
+	asyncpool_lease_release(&l);
+	for (unsigned i = 1; i < CAP; i++)
+		if (asyncpool_release_token(p, tok[i]))
+			ok(0, "wait fd: release %u", i);
+	whole(p, "wait fd");
+	is_int(bad_releases(p), 0, "wait fd: nothing refused");
+	is_int(asyncpool_destroy(p), 0, "wait fd: destroy");
+}
+
+/* ---- fork while a release is half sent ---- */
+
+static struct {
+	struct asyncpool *pool;
+	uint64_t x, y;
+	_Atomic int stalled, go, phase;
+} fk;
+
+static void fork_stall(enum ap_test_stall p)
+{
+	if (p != AP_TS_INBOX_SEND || !stall_me)
+		return;
+	stall_me = false;
+	atomic_store(&fk.stalled, 1);
+	while (!atomic_load(&fk.go))
+		sched_yield();
+}
+
+/* Lends x and y, then stays until phase 2. */
+static void *lend_x_y(void *arg)
+{
+	struct asyncpool_lease l;
+
+	(void)arg;
+	if (asyncpool_acquire(fk.pool, &l))
+		return (void *)1;
+	fk.x = asyncpool_lease_token(&l);
+	if (asyncpool_acquire(fk.pool, &l))
+		return (void *)1;
+	fk.y = asyncpool_lease_token(&l);
+	atomic_store(&fk.phase, 1);
+	while (atomic_load(&fk.phase) != 2)
+		sched_yield();
+	return NULL;
+}
+
+/* Releases x (another owner's) and sends it: held after it reserved the slot. */
+static void *half_send(void *arg)
+{
+	(void)arg;
+	stall_me = true;
+	if (asyncpool_release_token(fk.pool, fk.x))
+		return (void *)1;
+	asyncpool_cache_flush(fk.pool);
+	return NULL;
+}
+
+/*
+ * The child of a fork has a copy of an inbox in which a slot was
+ * reserved by a thread that did not come along: it is never written.
+ * Releases sent to that owner in the child must still come back (x,
+ * whose release was in flight in the parent, stays lent in the child).
+ * No thread is started in the child (TSan does not allow it).
+ */
+static void fork_half_sent(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool_lease all[CAP];
+	pthread_t t, o;
+	int status;
+	void *res;
+	pid_t pid;
+
+	fk.pool = p;
+	atomic_store(&fk.stalled, 0);
+	atomic_store(&fk.go, 0);
+	atomic_store(&fk.phase, 0);
+	pthread_create(&o, NULL, lend_x_y, NULL);
+	while (atomic_load(&fk.phase) != 1)
+		sched_yield();
+	ap_test_hook_stall = fork_stall;
+	pthread_create(&t, NULL, half_send, NULL);
+	while (!atomic_load(&fk.stalled))
+		sched_yield();
+	pid = fork_or_bail();
+	if (pid == 0) {
+		int bad = 0;
+
+		/* y goes to the same owner's inbox, behind the unwritten slot. */
+		bad |= asyncpool_release_token(p, fk.y) != 0;
+		bad |= (asyncpool_cache_flush(p) != 0) << 1;
+		bad |= (asyncpool_cache_flush_all(p) != 0) << 2;
+		/* Every buffer but x: y came back through the inbox. */
+		bad |= (asyncpool_available(p) != CAP - 1) << 3;
+		bad |= (asyncpool_check(p) != 0) << 4;
+		bad |= (asyncpool_acquire_bulk(p, all, CAP - 1) != 0) << 5;
+		_exit(bad);
+	}
+	is_int(waitpid(pid, &status, 0), pid, "fork: child reaped");
+	ok(WIFEXITED(status), "fork: the child exited");
+	is_int(WEXITSTATUS(status), 0,
+	       "fork: in the child, a release sent behind a slot never written comes back");
+	atomic_store(&fk.go, 1);
+	pthread_join(t, &res);
+	ap_test_hook_stall = NULL;
+	is_int((intptr_t)res, 0, "fork: the parent's half-sent release completes");
+	is_int(asyncpool_release_token(p, fk.y), 0, "fork: y released in the parent");
+	atomic_store(&fk.phase, 2);
+	pthread_join(o, &res);
+	is_int((intptr_t)res, 0, "fork: the owner lent x and y");
+	whole(p, "fork");
+	is_int(bad_releases(p), 0, "fork: nothing refused");
+	is_int(asyncpool_destroy(p), 0, "fork: destroy");
+}
+
+/* ---- an orphan's id used again while a sender is about to drain it ---- */
+
+static struct {
+	struct asyncpool *pool;
+	uint64_t x, z;
+	_Atomic int phase;              /* the main thread's orders to e_thread */
+	_Atomic int c_stalled, c_go, e_stalled, e_go;
+} ru;
+
+static __thread int stall_at = -1;     /* the one stall point this thread stops at */
+
+static void reuse_stall(enum ap_test_stall p)
+{
+	if ((int)p != stall_at)
+		return;
+	stall_at = -1;
+	if (p == AP_TS_ORPHAN_SEEN) {
+		atomic_store(&ru.c_stalled, 1);
+		while (!atomic_load(&ru.c_go))
+			sched_yield();
+	} else {
+		atomic_store(&ru.e_stalled, 1);
+		while (!atomic_load(&ru.e_go))
+			sched_yield();
+	}
+}
+
+/* Lends x and exits: its id is an orphan with x out. */
+static void *lend_x_and_exit(void *arg)
+{
+	struct asyncpool_lease l;
+
+	(void)arg;
+	if (asyncpool_acquire(ru.pool, &l))
+		return (void *)1;
+	ru.x = asyncpool_lease_token(&l);
+	return NULL;
+}
+
+/* Releases x and sends it to the orphan: held once it saw the orphan. */
+static void *send_to_orphan(void *arg)
+{
+	(void)arg;
+	if (asyncpool_release_token(ru.pool, ru.x))
+		return (void *)1;
+	stall_at = AP_TS_ORPHAN_SEEN;
+	asyncpool_cache_flush(ru.pool);
+	return NULL;
+}
+
+/* The new owner: lends z (phase 1), releases its own copy of z (phase 2), flushes (phase 3). */
+static void *e_thread(void *arg)
+{
+	struct asyncpool_lease l;
+	intptr_t bad = 0;
+
+	(void)arg;
+	if (asyncpool_acquire(ru.pool, &l))
+		return (void *)1;
+	ru.z = asyncpool_lease_token(&l);
+	atomic_store(&ru.phase, 1);
+	while (atomic_load(&ru.phase) != 2)
+		sched_yield();
+	stall_at = AP_TS_CACHE_CLAIM;   /* inside its window, in the word's load-compare-store */
+	bad |= asyncpool_release_token(ru.pool, ru.z) != 0;
+	atomic_store(&ru.phase, 3);
+	while (atomic_load(&ru.phase) != 4)
+		sched_yield();
+	bad |= asyncpool_cache_flush(ru.pool) != 0;     /* it looks at its inbox */
+	return (void *)bad;
+}
+
+static void id_reused(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	pthread_t a, c, e;
+	uint32_t ids;
+	void *res;
+
+	ru.pool = p;
+	atomic_store(&ru.phase, 0);
+	atomic_store(&ru.c_stalled, 0);
+	atomic_store(&ru.c_go, 0);
+	atomic_store(&ru.e_stalled, 0);
+	atomic_store(&ru.e_go, 0);
+	ap_test_hook_stall = reuse_stall;
+	pthread_create(&a, NULL, lend_x_and_exit, NULL);
+	pthread_join(a, &res);
+	is_int((intptr_t)res, 0, "id reused: x lent by a thread that exited");
+	pthread_create(&c, NULL, send_to_orphan, NULL);
+	while (!atomic_load(&ru.c_stalled))
+		sched_yield();
+	/* x came back: the orphan's id has nothing out, and is used again. */
+	is_int(asyncpool_cache_flush_all(p), 0, "id reused: flush_all settles x");
+	ids = atomic_load(&p->box_count);
+	pthread_create(&e, NULL, e_thread, NULL);
+	while (atomic_load(&ru.phase) != 1)
+		sched_yield();
+	is_int(atomic_load(&p->box_count), ids, "id reused: the new thread took the orphan's id");
+	/* A copy of z, sent from here, waits in the new owner's inbox. */
+	is_int(asyncpool_release_token(p, ru.z), 0, "id reused: a copy of z sent to its owner");
+	is_int(asyncpool_cache_flush(p), 0, "id reused: sent");
+	/* The owner releases its own copy, held inside its window... */
+	atomic_store(&ru.phase, 2);
+	while (!atomic_load(&ru.e_stalled))
+		sched_yield();
+	/* ...while the old sender goes on: the box is no orphan's any more. */
+	atomic_store(&ru.c_go, 1);
+	pthread_join(c, &res);
+	is_int((intptr_t)res, 0, "id reused: the old sender finished");
+	atomic_store(&ru.e_go, 1);
+	while (atomic_load(&ru.phase) != 3)
+		sched_yield();
+	ap_test_hook_stall = NULL;
+	atomic_store(&ru.phase, 4);
+	pthread_join(e, &res);
+	is_int((intptr_t)res, 0, "id reused: the owner's copy taken, its inbox looked at");
+	is_int(bad_releases(p), 1, "id reused: the other copy of z refused by its owner, once");
+	is_int(asyncpool_check(p), 0, "id reused: the audit is clean (z in one place)");
+	whole(p, "id reused");
+	is_int(asyncpool_destroy(p), 0, "id reused: destroy");
+}
+
+/* ---- a bad token does not turn the holder's release away ---- */
+
+/*
+ * A token that names a lent buffer with a generation it never had (one
+ * of another pool, say) is sent to the owner, which refuses it.  The
+ * holder's own release of the buffer, on another thread than the
+ * owner's, must still be taken, not refused at once as stale.
+ */
+static void bad_token_then_holder(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	uint64_t bad;
+	pthread_t o;
+	void *res;
+
+	tr.pool = p;
+	tr.n = 1;
+	atomic_store(&tr.phase, 0);
+	pthread_create(&o, NULL, lender, (void *)1);
+	while (atomic_load(&tr.phase) != 1)
+		sched_yield();
+	/* The same index, a generation ahead of the lease's. */
+	bad = tr.tok[0] + ((uint64_t)5 << 32);
+	(void)asyncpool_release_token(p, bad);
+	is_int(asyncpool_release_token(p, tr.tok[0]), 0,
+	       "bad token: the holder's release after it is taken");
+	atomic_store(&tr.phase, 2);
+	pthread_join(o, &res);
+	is_int((intptr_t)res, 0, "bad token: the owner lent it");
+	is_int(asyncpool_cache_flush_all(p), 0, "bad token: flush_all");
+	is_int(bad_releases(p), 1, "bad token: the bad one refused, once");
+	whole(p, "bad token");
+	is_int(asyncpool_destroy(p), 0, "bad token: destroy");
+}
+
+/* ---- generations past 2^31 ---- */
+
+/*
+ * The released[] hint is compared with a lease's generation in 32-bit
+ * serial arithmetic.  A buffer that reached generation 2^31 + k before
+ * it was ever lent from a cache (leases popped straight from the
+ * freelist while caches were bypassed, say) must still have a release
+ * on another thread taken.  The generations are set through the test
+ * hooks: 2^31 real leases would take too long.
+ */
+static void high_generation(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	pthread_t o;
+	void *res;
+
+	for (uint32_t i = 0; i < CAP; i++)
+		atomic_store(&p->fl.state[i], AP_W_MAKE(AP_K_FREE, 0, 0x80000010u));
+	tr.pool = p;
+	tr.n = 1;
+	atomic_store(&tr.phase, 0);
+	pthread_create(&o, NULL, lender, (void *)1);
+	while (atomic_load(&tr.phase) != 1)
+		sched_yield();
+	is_int((int)(tr.tok[0] >> 32) == 0x80000011, 1, "high generation: lent at 2^31 + 17");
+	is_int(asyncpool_release_token(p, tr.tok[0]), 0,
+	       "high generation: released on another thread, taken");
+	atomic_store(&tr.phase, 2);
+	pthread_join(o, &res);
+	is_int((intptr_t)res, 0, "high generation: the owner lent it");
+	is_int(bad_releases(p), 0, "high generation: nothing refused");
+	whole(p, "high generation");
+	is_int(asyncpool_destroy(p), 0, "high generation: destroy");
+}
+
+/* ---- waiter ---- */
+
+static struct {
+	struct asyncpool *pool;
+	_Atomic pid_t tid;
+	int rc;
+	uint64_t tok[CAP];
+} wt;
+
+static void *waiter(void *arg)
+{
+	struct asyncpool_lease l;
+
+	(void)arg;
+	atomic_store(&wt.tid, (pid_t)syscall(SYS_gettid));
+	wt.rc = asyncpool_acquire_wait(wt.pool, &l, tap_watchdog_bound(30) * 1000000000ll);
+	if (!wt.rc)
+		asyncpool_lease_release(&l);
+	return NULL;
+}
+
+static void *lend_all(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; i < CAP; i++) {
+		struct asyncpool_lease l;
+
+		if (asyncpool_acquire(wt.pool, &l))
+			return (void *)1;
+		wt.tok[i] = asyncpool_lease_token(&l);
+	}
+	atomic_store(&tr.phase, 1);
+	while (atomic_load(&tr.phase) != 2)
+		sched_yield();
+	return NULL;
+}
+
+/* The thread is asleep in the kernel (state S): the waiter is in futex_wait. */
+static bool asleep(pid_t tid)
+{
+	char path[64], buf[256], *p;
+	FILE *f;
+	bool s = false;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) && p[1] == ' ')
+		s = p[2] == 'S';
+	fclose(f);
+	return s;
+}
+
+static void waiter_wakes(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	pthread_t o, w;
+	uint64_t e;
+	void *res;
+
+	wt.pool = p;
+	atomic_store(&tr.phase, 0);
+	atomic_store(&wt.tid, 0);
+	/* Another thread's cache lends all 64, and that thread stays. */
+	pthread_create(&o, NULL, lend_all, NULL);
+	while (atomic_load(&tr.phase) != 1)
+		sched_yield();
+	e = empties(p);
+	pthread_create(&w, NULL, waiter, NULL);
+	while (!atomic_load(&wt.tid) || empties(p) == e || !asleep(atomic_load(&wt.tid)))
+		usleep(1000);
+	/* This thread releases one: it goes to the owner's inbox. */
+	is_int(asyncpool_release_token(p, wt.tok[0]), 0, "waiter: a release sent to the owner");
+	pthread_join(w, NULL);
+	is_int(wt.rc, 0, "waiter: woken, it got the buffer that came back through the inbox");
+	atomic_store(&tr.phase, 2);
+	pthread_join(o, &res);
+	is_int((intptr_t)res, 0, "waiter: the owner lent all");
+	for (unsigned i = 1; i < CAP; i++)
+		if (asyncpool_release_token(p, wt.tok[i]))
+			ok(0, "waiter: release %u", i);
+	whole(p, "waiter");
+	is_int(bad_releases(p), 0, "waiter: nothing refused");
+	is_int(asyncpool_destroy(p), 0, "waiter: destroy");
+}
+
+/* ---- the caches asyncpool_create() gives ---- */
+
+static void *use_pool(void *arg)
+{
+	struct asyncpool_lease l;
+
+	if (asyncpool_acquire(arg, &l))
+		return (void *)1;
+	asyncpool_lease_release(&l);
+	return NULL;
+}
+
+static void default_caches(void)
+{
+	struct asyncpool_region *r = make_region(proactor, 64, 1024, ASYNCPOOL_ACCESS_READ);
+	struct asyncpool_region *small = make_region(proactor, 64, 63, ASYNCPOOL_ACCESS_READ);
+	struct asyncpool *p;
+	struct asyncpool_lease l;
+	pthread_t t;
+	void *res;
+
+	is_int(asyncpool_create(r, &p), 0, "default: create, 1024 buffers");
+	/* A release into the calling thread's cache: refused at once if stale. */
+	asyncpool_acquire(p, &l);
+	asyncpool_lease_release(&l);
+	pthread_create(&t, NULL, use_pool, p);
+	pthread_join(t, &res);
+	is_int((intptr_t)res, 0, "default: another thread acquires and releases");
+	is_int(asyncpool_set_cache(p, 16), -EEXIST,
+	       "default: set_cache once threads used the caches: EEXIST");
+	is_int(asyncpool_available(p), 1024, "default: all back");
+	is_int(asyncpool_destroy(p), 0, "default: destroy with buffers in two caches");
+	is_int(asyncpool_create(r, &p), 0, "default: create again");
+	is_int(asyncpool_set_cache(p, 16), 0, "default: set_cache before any use replaces the default");
+	is_int(asyncpool_set_cache(p, 32), -EEXIST, "default: a second set_cache: EEXIST");
+	is_int(asyncpool_destroy(p), 0, "default: destroy");
+	is_int(asyncpool_create(r, &p), 0, "default: create a third time");
+	is_int(asyncpool_set_cache(p, 0), 0, "default: set_cache 0 before any use: no caches");
+	is_int(asyncpool_set_cache(p, 8), 0, "default: then caches can be set");
+	is_int(asyncpool_destroy(p), 0, "default: destroy");
+	is_int(asyncpool_create(small, &p), 0, "default: create, 63 buffers");
+	pthread_create(&t, NULL, use_pool, p);
+	pthread_join(t, &res);
+	is_int(asyncpool_set_cache(p, 8), 0, "default: under 64 buffers no caches, set_cache after use works");
+	is_int(asyncpool_destroy(p), 0, "default: destroy the small one");
+	asyncpool_region_unref(r);
+	asyncpool_region_unref(small);
+}
+
+int main(void)
+{
+	if (asyncpool_proactor_create_memory(&proactor))
+		bail_out("proactor");
+	local_against_remote(false);
+	local_against_remote(true);
+	stale_at_once();
+	settled_late();
+	in_transit();
+	owner_exits();
+	wait_fd_inbox();
+	fork_half_sent();
+	id_reused();
+	bad_token_then_holder();
+	high_generation();
+	waiter_wakes();
+	default_caches();
+	asyncpool_proactor_destroy(proactor);
+	return done_testing();
+}
