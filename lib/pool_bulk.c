@@ -195,14 +195,17 @@ AP_EXPORT int asyncpool_acquire_bulk(struct asyncpool *pool, struct asyncpool_le
 				     unsigned int n)
 {
 	struct ap_cache *c;
-	int rc = bulk_begin(pool, leases, n, &c);
+	int rc;
 
-	if (rc <= 0)
-		return rc;
-	rc = acquire_leases(pool, c, leases, n);
-	if (bulk_short(pool, rc) && bulk_begin(pool, leases, n, &c) > 0)
+	/* One call site each, so that both stay inline. */
+	for (bool again = false;; again = true) {
+		rc = bulk_begin(pool, leases, n, &c);
+		if (rc <= 0)
+			return rc;
 		rc = acquire_leases(pool, c, leases, n);
-	return rc;
+		if (again || !bulk_short(pool, rc))
+			return rc;
+	}
 }
 
 /* Whether lease l continues a run of leases of pool with callback fn. */
@@ -602,13 +605,15 @@ AP_EXPORT int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens,
 		tokens[0] = AP_TOKEN_MAKE(gen, idx);
 		return 0;
 	}
-	rc = bulk_begin(pool, tokens, n, &c);
-	if (rc <= 0)
-		return rc;
-	rc = acquire_tokens(pool, c, tokens, n);
-	if (bulk_short(pool, rc) && bulk_begin(pool, tokens, n, &c) > 0)
+	/* One call site each, so that both stay inline. */
+	for (bool again = false;; again = true) {
+		rc = bulk_begin(pool, tokens, n, &c);
+		if (rc <= 0)
+			return rc;
 		rc = acquire_tokens(pool, c, tokens, n);
-	return rc;
+		if (again || !bulk_short(pool, rc))
+			return rc;
+	}
 }
 
 AP_EXPORT int asyncpool_release_tokens(struct asyncpool *pool, const uint64_t *tokens,
