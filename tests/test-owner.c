@@ -276,6 +276,30 @@ static void *lender(void *arg)
 	return NULL;
 }
 
+/* Start a thread whose cache lends n buffers of p (tokens in tr.tok), and wait for it. */
+static pthread_t lender_start(struct asyncpool *p, unsigned n)
+{
+	pthread_t o;
+
+	tr.pool = p;
+	tr.n = n;
+	atomic_store(&tr.phase, 0);
+	pthread_create(&o, NULL, lender, (void *)1);
+	while (atomic_load(&tr.phase) != 1)
+		sched_yield();
+	return o;
+}
+
+/* Let the lender exit; it must have lent them all. */
+static void lender_stop(pthread_t o, const char *what)
+{
+	void *res;
+
+	atomic_store(&tr.phase, 2);
+	pthread_join(o, &res);
+	is_int((intptr_t)res, 0, "%s: the owner lent them", what);
+}
+
 /* Releases tokens [from, from + 8): they wait in its outbox; flushes at phase 3. */
 static _Atomic int gathered;
 
@@ -630,22 +654,14 @@ static void bad_token_then_holder(void)
 	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
 	uint64_t bad;
 	pthread_t o;
-	void *res;
 
-	tr.pool = p;
-	tr.n = 1;
-	atomic_store(&tr.phase, 0);
-	pthread_create(&o, NULL, lender, (void *)1);
-	while (atomic_load(&tr.phase) != 1)
-		sched_yield();
+	o = lender_start(p, 1);
 	/* The same index, a generation ahead of the lease's. */
 	bad = tr.tok[0] + ((uint64_t)5 << 32);
 	(void)asyncpool_release_token(p, bad);
 	is_int(asyncpool_release_token(p, tr.tok[0]), 0,
 	       "bad token: the holder's release after it is taken");
-	atomic_store(&tr.phase, 2);
-	pthread_join(o, &res);
-	is_int((intptr_t)res, 0, "bad token: the owner lent it");
+	lender_stop(o, "bad token");
 	is_int(asyncpool_cache_flush_all(p), 0, "bad token: flush_all");
 	is_int(bad_releases(p), 1, "bad token: the bad one refused, once");
 	whole(p, "bad token");
@@ -666,22 +682,14 @@ static void high_generation(void)
 {
 	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
 	pthread_t o;
-	void *res;
 
 	for (uint32_t i = 0; i < CAP; i++)
 		atomic_store(&p->fl.state[i], AP_W_MAKE(AP_K_FREE, 0, 0x80000010u));
-	tr.pool = p;
-	tr.n = 1;
-	atomic_store(&tr.phase, 0);
-	pthread_create(&o, NULL, lender, (void *)1);
-	while (atomic_load(&tr.phase) != 1)
-		sched_yield();
-	is_int((int)(tr.tok[0] >> 32) == 0x80000011, 1, "high generation: lent at 2^31 + 17");
+	o = lender_start(p, 1);
+	is_int((uint32_t)(tr.tok[0] >> 32) == 0x80000011u, 1, "high generation: lent at 2^31 + 17");
 	is_int(asyncpool_release_token(p, tr.tok[0]), 0,
 	       "high generation: released on another thread, taken");
-	atomic_store(&tr.phase, 2);
-	pthread_join(o, &res);
-	is_int((intptr_t)res, 0, "high generation: the owner lent it");
+	lender_stop(o, "high generation");
 	is_int(bad_releases(p), 0, "high generation: nothing refused");
 	whole(p, "high generation");
 	is_int(asyncpool_destroy(p), 0, "high generation: destroy");
