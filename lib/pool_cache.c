@@ -1155,28 +1155,11 @@ static bool owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max
 	uint32_t k = 0, bad = 0;
 	uint64_t tok;
 
-	uint64_t ahead[AP_OUTBOX_BATCH];
-	uint32_t m = 0, j = 0;
-
 	if (b->head == atomic_load_explicit(&b->tail, memory_order_relaxed))
 		return false;
-	for (;;) {
+	while (k < max && (tok = ap_inbox_next(b)) != 0) {
 		uint32_t idx, g, n;
 
-		if (j == m) {
-			/*
-			 * A batch of tokens out of the ring first, their words
-			 * fetched for writing at once: each word is on a line
-			 * the sender's core read last, and the misses overlap.
-			 */
-			for (m = j = 0; m < AP_OUTBOX_BATCH && k + m < max &&
-			     (ahead[m] = ap_inbox_next(b)) != 0; m++)
-				if (AP_INBOX_INDEX(ahead[m]) < pool->fl.count)
-					__builtin_prefetch(&pool->fl.state[AP_INBOX_INDEX(ahead[m])], 1);
-			if (!m)
-				break;
-		}
-		tok = ahead[j++];
 		idx = AP_INBOX_INDEX(tok);
 		g = AP_TOKEN_GEN(tok);
 		n = ap_cache_n(c);
