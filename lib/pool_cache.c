@@ -56,6 +56,7 @@ static int owner_send(struct asyncpool *pool, uint32_t o, const uint64_t *tok, u
 static bool owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max);
 static uint32_t owner_id_take(struct asyncpool *pool, struct ap_cache *c);
 static int owner_table_init(struct asyncpool *pool);
+static void owner_table_free(struct asyncpool *pool);
 static void owner_send_all(struct asyncpool *pool, struct ap_cache *c);
 static bool owners_moving(const struct asyncpool *pool);
 static void owner_lent_back(struct asyncpool *pool, uint32_t o);
@@ -586,6 +587,24 @@ int ap_cache_acquire_slow(struct asyncpool *pool, struct asyncpool_lease *out)
 	return rc;
 }
 
+/*
+ * What ap_pool_cache_init() set up, undone (the lock is held, no cache
+ * left): the depot, the owners' table, the pool's place in the list of
+ * pools with caches.
+ */
+static void caches_free(struct asyncpool *pool)
+{
+	ap_depot_free(pool);
+	owner_table_free(pool);
+	if (pool->cached_pprev) {
+		*pool->cached_pprev = pool->cached_next;
+		if (pool->cached_next)
+			pool->cached_next->cached_pprev = pool->cached_pprev;
+		pool->cached_pprev = NULL;
+		pool->cached_next = NULL;
+	}
+}
+
 /* asyncpool_destroy() of a pool with caches; 0 or -EBUSY. */
 int ap_cache_destroy(struct asyncpool *pool)
 {
@@ -611,21 +630,7 @@ int ap_cache_destroy(struct asyncpool *pool)
 		cache_drain(c);
 		cache_detach(c);
 	}
-	ap_depot_free(pool);
-	if (pool->boxes) {
-		for (uint32_t o = 1; o < pool->box_count; o++)
-			free(pool->boxes[o]);
-		free(pool->boxes);
-		free((void *)pool->owner_of);
-		free((void *)pool->released);
-		pool->boxes = NULL;
-		pool->owner_of = pool->released = NULL;
-	}
-	if (pool->cached_pprev) {
-		*pool->cached_pprev = pool->cached_next;
-		if (pool->cached_next)
-			pool->cached_next->cached_pprev = pool->cached_pprev;
-	}
+	caches_free(pool);
 	pthread_mutex_unlock(&ap_cache_lock);
 	return 0;
 }
@@ -713,21 +718,7 @@ static int cache_default_undo(struct asyncpool *pool)
 		pthread_mutex_unlock(&ap_cache_lock);
 		return -EEXIST;
 	}
-	if (pool->cached_pprev) {
-		*pool->cached_pprev = pool->cached_next;
-		if (pool->cached_next)
-			pool->cached_next->cached_pprev = pool->cached_pprev;
-		pool->cached_pprev = NULL;
-		pool->cached_next = NULL;
-	}
-	ap_depot_free(pool);
-	if (pool->boxes) {
-		free(pool->boxes);
-		free((void *)pool->owner_of);
-		free((void *)pool->released);
-		pool->boxes = NULL;
-		pool->owner_of = pool->released = NULL;
-	}
+	caches_free(pool);
 	pool->cache_size = 0;
 	pool->cache_batch = 0;
 	pool->cache_default = false;
@@ -1043,16 +1034,23 @@ static int owner_table_init(struct asyncpool *pool)
 	pool->owner_of = calloc(pool->fl.count, sizeof(*pool->owner_of));
 	pool->released = calloc(pool->fl.count, sizeof(*pool->released));
 	if (!pool->boxes || !pool->owner_of || !pool->released) {
-		free(pool->boxes);
-		free((void *)pool->owner_of);
-		free((void *)pool->released);
-		pool->boxes = NULL;
-		pool->owner_of = pool->released = NULL;
+		owner_table_free(pool);
 		return -ENOMEM;
 	}
 	pool->box_cap = cap;
 	atomic_store_explicit(&pool->box_count, 1, memory_order_relaxed);
 	return 0;
+}
+
+static void owner_table_free(struct asyncpool *pool)
+{
+	for (uint32_t o = 1; pool->boxes && o < pool->box_count; o++)
+		free(pool->boxes[o]);
+	free(pool->boxes);
+	free((void *)pool->owner_of);
+	free((void *)pool->released);
+	pool->boxes = NULL;
+	pool->owner_of = pool->released = NULL;
 }
 
 static struct ap_inbox *box_of(struct asyncpool *pool, uint32_t o)
@@ -1157,28 +1155,11 @@ static bool owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max
 	uint32_t k = 0, bad = 0;
 	uint64_t tok;
 
-	uint64_t ahead[AP_OUTBOX_BATCH];
-	uint32_t m = 0, j = 0;
-
 	if (b->head == atomic_load_explicit(&b->tail, memory_order_relaxed))
 		return false;
-	for (;;) {
+	while (k < max && (tok = ap_inbox_next(b)) != 0) {
 		uint32_t idx, g, n;
 
-		if (j == m) {
-			/*
-			 * A batch of tokens out of the ring first, their words
-			 * fetched for writing at once: each word is on a line
-			 * the sender's core read last, and the misses overlap.
-			 */
-			for (m = j = 0; m < AP_OUTBOX_BATCH && k + m < max &&
-			     (ahead[m] = ap_inbox_next(b)) != 0; m++)
-				if (AP_INBOX_INDEX(ahead[m]) < pool->fl.count)
-					__builtin_prefetch(&pool->fl.state[AP_INBOX_INDEX(ahead[m])], 1);
-			if (!m)
-				break;
-		}
-		tok = ahead[j++];
 		idx = AP_INBOX_INDEX(tok);
 		g = AP_TOKEN_GEN(tok);
 		n = ap_cache_n(c);

@@ -11,46 +11,12 @@
 # builds them from the installed package); by default, examples/ of the
 # build tree.
 set -u
-bin="${EXAMPLES_BIN:-${top_builddir:-.}/examples}"
-if ! command -v socat > /dev/null 2>&1; then
-	echo "1..0 # SKIP socat is not installed (Debian package socat)"
-	exit 0
-fi
-if [ ! -x "$bin/echo-server" ]; then
-	echo "1..0 # SKIP $bin/echo-server is not built (no liburing)"
-	exit 0
-fi
-tmp=$(mktemp -d) || exit 1
-pid=
-cleanup() {
-	[ -n "$pid" ] && kill -KILL "$pid" 2> /dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-. "${top_srcdir:-.}/tests/tap.sh"
+. "${top_srcdir:-.}/tests/example-server.sh"
+example_setup echo-server
 
 timeout 120 "$bin/echo-server" -t 2 -n 1 > "$tmp/server" 2> "$tmp/err" &
 pid=$!
-port=
-i=0
-while [ $i -lt 100 ] && [ -z "$port" ] && kill -0 "$pid" 2> /dev/null; do
-	port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$tmp/server")
-	[ -n "$port" ] || sleep 0.1
-	i=$((i + 1))
-done
-if [ -z "$port" ]; then
-	wait "$pid"
-	rc=$?
-	pid=
-	if [ "$rc" -eq 77 ]; then
-		echo "1..0 # SKIP io_uring is not available: $(cat "$tmp/err")"
-		exit 0
-	fi
-	echo "1..1"
-	echo "not ok 1 - echo-server listens (exit status $rc)"
-	sed 's/^/# /' "$tmp/server" "$tmp/err"
-	exit 1
-fi
+example_listen echo-server "$tmp/server"
 echo "1..4"
 echo "ok 1 - echo-server listens on 127.0.0.1:$port"
 n=1

@@ -5,47 +5,13 @@
 # the sender must exit 0 (every buffer back, all torn down).  Under
 # timeout(1).  EXAMPLES_BIN as in test-example-echo.sh.
 set -u
-bin="${EXAMPLES_BIN:-${top_builddir:-.}/examples}"
-if ! command -v socat > /dev/null 2>&1; then
-	echo "1..0 # SKIP socat is not installed (Debian package socat)"
-	exit 0
-fi
-if [ ! -x "$bin/file-sender" ]; then
-	echo "1..0 # SKIP $bin/file-sender is not built (no liburing)"
-	exit 0
-fi
-tmp=$(mktemp -d) || exit 1
-pid=
-cleanup() {
-	[ -n "$pid" ] && kill -KILL "$pid" 2> /dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-. "${top_srcdir:-.}/tests/tap.sh"
+. "${top_srcdir:-.}/tests/example-server.sh"
+example_setup file-sender
 
 head -c 33554431 /dev/urandom > "$tmp/file"
 timeout 60 "$bin/file-sender" "$tmp/file" > "$tmp/sender" 2> "$tmp/err" &
 pid=$!
-port=
-i=0
-while [ $i -lt 100 ] && [ -z "$port" ] && kill -0 "$pid" 2> /dev/null; do
-	port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$tmp/sender")
-	[ -n "$port" ] || sleep 0.1
-	i=$((i + 1))
-done
-if [ -z "$port" ]; then
-	wait "$pid"
-	rc=$?
-	pid=
-	if [ "$rc" -eq 77 ]; then
-		echo "1..0 # SKIP io_uring is not available: $(cat "$tmp/err")"
-		exit 0
-	fi
-	echo "1..1"
-	echo "not ok 1 - file-sender listens (exit status $rc)"
-	sed 's/^/# /' "$tmp/sender" "$tmp/err"
-	exit 1
-fi
+example_listen file-sender "$tmp/sender"
 echo "1..3"
 echo "ok 1 - file-sender listens on 127.0.0.1:$port"
 n=1

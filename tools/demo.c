@@ -71,6 +71,18 @@ static void demo_usage(FILE *f)
 	      "       asyncpool demo --dry [--mib N]\n", f);
 }
 
+/* The end of a demo that ran (ok, or failed and why). */
+static int demo_done(int rc, const char *why)
+{
+	if (rc == DEMO_URING_OK) {
+		puts("ok");
+		return TOOL_EXIT_OK;
+	}
+	fprintf(stderr, "asyncpool demo: %s\n", why);
+	puts("FAILED");
+	return TOOL_EXIT_FAILURE;
+}
+
 int cmd_demo(int argc, char **argv)
 {
 	struct tool_args a;
@@ -120,15 +132,8 @@ int cmd_demo(int argc, char **argv)
 	/* Zero-copy I/O on io_uring where the kernel lets us. */
 	if (!memory && !zerocopy) {
 		rc = demo_uring((size_t)mib << 20, why, sizeof(why));
-		if (rc == DEMO_URING_OK) {
-			puts("ok");
-			return TOOL_EXIT_OK;
-		}
-		if (rc == DEMO_URING_FAILED) {
-			fprintf(stderr, "asyncpool demo: %s\n", why);
-			puts("FAILED");
-			return TOOL_EXIT_FAILURE;
-		}
+		if (rc != DEMO_URING_REFUSED)
+			return demo_done(rc, why);
 		printf("io_uring is not usable here (%s): running the MSG_ZEROCOPY demo\n", why);
 		zerocopy = true;
 	}
@@ -139,15 +144,8 @@ int cmd_demo(int argc, char **argv)
 		snprintf(uring_why, sizeof(uring_why), "%s", *why ? why : "not used: --zerocopy");
 		*why = 0;
 		rc = demo_zc((size_t)mib << 20, uring_why, why, sizeof(why));
-		if (rc == DEMO_URING_OK) {
-			puts("ok");
-			return TOOL_EXIT_OK;
-		}
-		if (rc == DEMO_URING_FAILED) {
-			fprintf(stderr, "asyncpool demo: %s\n", why);
-			puts("FAILED");
-			return TOOL_EXIT_FAILURE;
-		}
+		if (rc != DEMO_URING_REFUSED)
+			return demo_done(rc, why);
 		printf("MSG_ZEROCOPY is not usable here either (%s): running the memory-proactor demo\n",
 		       why);
 	}
