@@ -207,8 +207,15 @@ static __attribute__((noinline)) int acquire_slow(struct asyncpool *pool,
 		memset(out, 0, sizeof(*out));
 		return -EINVAL;
 	}
-	if (pool->cache_size)
+	if (pool->cache_size) {
+		uint64_t t = ap_cache_take_shared(pool);
+
+		if (t) {
+			ap_pool_lease(pool, AP_TOKEN_INDEX(t), AP_TOKEN_GEN(t), ap_cache_recycle, out);
+			return 0;
+		}
 		return ap_cache_acquire_slow(pool, out);
+	}
 	rc = ap_pool_pop(pool, AP_K_LEASED, &idx, &gen);
 	if (AP_UNLIKELY(rc)) {
 		/* Other processes may hold buffers in their caches. */

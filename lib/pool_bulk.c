@@ -594,15 +594,17 @@ static int acquire_tokens(struct asyncpool *pool, struct ap_cache *c, uint64_t *
 	return 0;
 }
 
-AP_EXPORT int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens, unsigned int n)
+/* asyncpool_acquire_tokens() but for one token from the calling thread's cache. */
+static __attribute__((noinline)) int acquire_tokens_rest(struct asyncpool *pool,
+							 uint64_t *tokens, unsigned int n)
 {
 	struct ap_cache *c;
-	uint32_t idx, gen;
+	uint64_t t;
 	int rc;
 
-	/* One token, from the calling thread's cache: as asyncpool_acquire(). */
-	if (AP_LIKELY(n == 1 && tokens && ap_cache_take_gen(pool, &idx, &gen))) {
-		tokens[0] = AP_TOKEN_MAKE(gen, idx);
+	/* One token from a shared pool's cache (ap_cache_take_gen). */
+	if (n == 1 && tokens && pool && pool->cache_size && (t = ap_cache_take_shared(pool))) {
+		tokens[0] = t;
 		return 0;
 	}
 	/* One call site each, so that both stay inline. */
@@ -614,6 +616,19 @@ AP_EXPORT int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens,
 		if (again || !bulk_short(pool, rc))
 			return rc;
 	}
+}
+
+AP_EXPORT int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens, unsigned int n)
+{
+	uint32_t idx, gen;
+
+	/* One token, from the calling thread's cache: as asyncpool_acquire(),
+	 * with no stack frame. */
+	if (AP_LIKELY(n == 1 && tokens && ap_cache_take_gen(pool, &idx, &gen))) {
+		tokens[0] = AP_TOKEN_MAKE(gen, idx);
+		return 0;
+	}
+	return acquire_tokens_rest(pool, tokens, n);
 }
 
 AP_EXPORT int asyncpool_release_tokens(struct asyncpool *pool, const uint64_t *tokens,

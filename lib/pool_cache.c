@@ -383,27 +383,30 @@ static inline __attribute__((always_inline)) bool owner_gather(struct asyncpool 
 	return true;
 }
 
-static inline __attribute__((always_inline)) bool cache_put_fast(struct asyncpool *pool,
-							   uint32_t idx, uint32_t gen)
+/*
+ * What ap_cache_put_owned() leaves that still needs no more than the
+ * calling thread's cache: another owner's buffer into an outbox (a
+ * pool that lends), or a shared pool's release by CAS into the cache.
+ */
+static inline __attribute__((always_inline)) bool cache_put_other(struct asyncpool *pool,
+								   uint32_t idx, uint32_t gen)
 {
 	struct ap_cache *c = ap_tc_last;
+	bool done = false;
 
 	if (AP_LIKELY(c->pool == pool && idx < pool->fl.count && ap_cache_enter(c))) {
 		uint32_t n = c->n, back = 0;
 
-		if (AP_LIKELY(n != c->size && ap_cache_push(pool, c, n, idx, gen, &back))) {
+		if (pool->fl.lazy) {
+			done = owner_gather(pool, c, idx, gen);
+		} else if (AP_LIKELY(n != c->size && ap_cache_push(pool, c, n, idx, gen, &back))) {
 			ap_cache_add_lent(c, -(int64_t)back);
 			ap_cache_set_n(c, n + 1);
-			ap_cache_leave(c);
-			return true;
-		}
-		if (pool->fl.lazy && owner_gather(pool, c, idx, gen)) {
-			ap_cache_leave(c);
-			return true;
+			done = true;
 		}
 		ap_cache_leave(c);
 	}
-	return false;
+	return done;
 }
 
 /* The rest of ap_cache_release(): a full cache, another pool's, a stale release. */
@@ -430,13 +433,13 @@ static __attribute__((noinline)) int cache_release_slow(struct asyncpool *pool, 
 }
 
 /*
- * A release of a pool with caches, into the calling thread's cache:
- * asyncpool_release_token(), and the leases' callback below.  0, or as
- * cache_put() and ap_fl_release().
+ * A release of a pool with caches that ap_cache_put_owned() did not
+ * take: asyncpool_release_token(), and the leases' callback below.  0,
+ * or as cache_put() and ap_fl_release().
  */
 int ap_cache_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 {
-	if (AP_LIKELY(cache_put_fast(pool, idx, gen)))
+	if (AP_LIKELY(cache_put_other(pool, idx, gen)))
 		return 0;
 	return cache_release_slow(pool, idx, gen);
 }
@@ -465,9 +468,9 @@ void ap_cache_recycle(void *ctx, uint64_t token)
 			ap_fl_count_bad_release(&pool->fl, 1);
 		return;
 	}
-	if (AP_LIKELY(cache_put_fast(pool, idx, gen)))
+	if (AP_LIKELY(ap_cache_put_owned(pool, idx, gen)))
 		return;
-	(void)cache_release_slow(pool, idx, gen);
+	(void)ap_cache_release(pool, idx, gen);
 }
 
 /*
@@ -478,18 +481,6 @@ void ap_cache_recycle(void *ctx, uint64_t token)
  * A callback of another library with a generation is called the way
  * the 1.1 header did, with the token (the only convention there was).
  */
-/*
- * ap_cache_recycle() without the token, out of line so that the
- * uncached release below pays no register spills for it (a tail call
- * either way; cachegrind: 240 -> 225 instructions per uncached pair).
- */
-static __attribute__((noinline)) void lease_release_cached(void *ctx, uint32_t idx, uint32_t gen)
-{
-	if (AP_LIKELY(cache_put_fast(ctx, idx, gen)))
-		return;
-	(void)cache_release_slow(ctx, idx, gen);
-}
-
 AP_EXPORT void asyncpool_lease_release_gen(struct asyncpool_lease *lease)
 {
 	ap_release_fn *fn = lease ? lease->release.fn : NULL;
@@ -508,7 +499,9 @@ AP_EXPORT void asyncpool_lease_release_gen(struct asyncpool_lease *lease)
 	}
 	/* Each a tail call, with no spill here. */
 	if (AP_LIKELY(fn == (ap_release_fn *)(void (*)(void))ap_cache_recycle)) {
-		lease_release_cached(ctx, idx, gen);
+		if (AP_LIKELY(ap_cache_put_owned(ctx, idx, gen)))
+			return;
+		(void)ap_cache_release(ctx, idx, gen);
 		return;
 	}
 	if (AP_LIKELY(fn == (ap_release_fn *)(void (*)(void))ap_pool_recycle)) {
@@ -516,6 +509,29 @@ AP_EXPORT void asyncpool_lease_release_gen(struct asyncpool_lease *lease)
 		return;
 	}
 	((ap_release_token_fn *)(void (*)(void))fn)(ctx, AP_TOKEN_MAKE(gen, idx));
+}
+
+/*
+ * ap_cache_take_gen() of a pool that does not lend (a shared pool's
+ * cache, pool->cache_size != 0): the buffer is marked leased, a CAS.
+ * Its token, or 0.
+ */
+uint64_t ap_cache_take_shared(struct asyncpool *pool)
+{
+	struct ap_cache *c = ap_tc_last;
+	uint32_t n, gen, lent = 0;
+	uint64_t t = 0;
+
+	if (c->pool == pool && !pool->fl.lazy && ap_cache_enter(c)) {
+		/* n only once inside: a flusher may have emptied it. */
+		if (AP_LIKELY((n = c->n) != 0) &&
+		    AP_LIKELY((gen = ap_cache_lend(pool, c, n - 1, &lent)))) {
+			t = AP_TOKEN_MAKE(gen, c->idx[n - 1]);
+			ap_cache_set_n(c, n - 1);
+		}
+		ap_cache_leave(c);
+	}
+	return t;
 }
 
 /* One try: the calling thread's cache, refilled from the freelist. */

@@ -139,6 +139,28 @@ static inline uint32_t ap_cache_lend(struct asyncpool *pool, struct ap_cache *c,
 }
 
 /*
+ * The release of a pool that lends (pool->fl.lazy) of a buffer that
+ * cache c (entered, not full) owns and lent, as generation gen, into
+ * its entry n: a load and a store (buffer_state.h, "Ownership").
+ * Anything else (another owner's, a lease popped straight from the
+ * freelist, a stale copy) is false, left to the slow path.
+ */
+static inline __attribute__((always_inline)) bool
+ap_cache_push_owned(struct asyncpool *pool, struct ap_cache *c, uint32_t n, uint32_t idx,
+		    uint32_t gen)
+{
+	/* Another owner's is left alone: its word's line is the owner's. */
+	if (AP_UNLIKELY(atomic_load_explicit(&pool->owner_of[idx], memory_order_relaxed) != c->id ||
+			!ap_state_owner_back(&pool->fl.state[idx], c->id, gen)))
+		return false;
+	/* So that a copy released on another thread is refused at once. */
+	atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
+	c->idx[n] = idx;
+	c->gen[n] = ap_gen_next(gen);
+	return true;
+}
+
+/*
  * Put buffer idx, released by a lease of generation gen (0: any), at
  * entry n of cache c (entered, not full): the CAS that refuses a stale
  * or racing copy (false, not counted here).  A lent one is counted in
@@ -150,22 +172,10 @@ ap_cache_push(struct asyncpool *pool, struct ap_cache *c, uint32_t n, uint32_t i
 {
 	uint32_t kind;
 
-	/*
-	 * A pool that lends: only a buffer this cache owns and lent, with a
-	 * load and a store (buffer_state.h, "Ownership").  Anything else
-	 * (another owner's, a lease popped straight from the freelist, a
-	 * stale copy) is left to the slow path.
-	 */
+	/* A pool that lends: only a buffer this cache owns and lent. */
 	if (AP_LIKELY(pool->fl.lazy)) {
-		/* Another owner's is left alone: its word's line is the owner's. */
-		if (AP_UNLIKELY(atomic_load_explicit(&pool->owner_of[idx], memory_order_relaxed) !=
-				c->id ||
-				!ap_state_owner_back(&pool->fl.state[idx], c->id, gen)))
+		if (AP_UNLIKELY(!ap_cache_push_owned(pool, c, n, idx, gen)))
 			return false;
-		/* So that a copy released on another thread is refused at once. */
-		atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
-		c->idx[n] = idx;
-		c->gen[n] = ap_gen_next(gen);
 		++*back;
 		return true;
 	}
@@ -181,11 +191,44 @@ ap_cache_push(struct asyncpool *pool, struct ap_cache *c, uint32_t n, uint32_t i
 }
 
 /*
- * Lease a buffer from the calling thread's cache of pool, if it has one
- * with a buffer in it: the fast path of asyncpool_acquire().  A buffer
- * that is not in the cached state is left to the slow path, which drops
- * it and counts a corruption.
+ * The common release of a pool that lends: buffer idx, of generation
+ * gen, which the calling thread's cache owns and lent, back into it
+ * while it has room.  Inline, with nothing to spill, so that the
+ * exported release that calls it needs no stack frame; false leaves
+ * everything (another owner's, a stale copy, a full cache, a shared
+ * pool) to the caller's out-of-line rest (ap_cache_release()).
  */
+static inline __attribute__((always_inline)) bool ap_cache_put_owned(struct asyncpool *pool,
+								      uint32_t idx, uint32_t gen)
+{
+	struct ap_cache *c = ap_tc_last;
+	uint32_t n;
+
+	/* ap_tc_last->pool is this pool only if it has caches. */
+	if (AP_LIKELY(c->pool == pool && pool->fl.lazy && idx < pool->fl.count &&
+		      ap_cache_enter(c))) {
+		n = c->n;
+		if (AP_LIKELY(n != c->size && ap_cache_push_owned(pool, c, n, idx, gen))) {
+			ap_cache_add_lent(c, -1);
+			ap_cache_set_n(c, n + 1);
+			ap_cache_leave(c);
+			return true;
+		}
+		ap_cache_leave(c);
+	}
+	return false;
+}
+
+/*
+ * Lease a buffer from the calling thread's cache of pool, if it has one
+ * with a buffer in it: the fast path of asyncpool_acquire().  A pool
+ * that lends hands it out here, inline, with nothing to spill; a shared
+ * pool's cache marks it leased out of line (ap_cache_take_shared).  A
+ * buffer that is not in the cached state is left to the slow path,
+ * which drops it and counts a corruption.
+ */
+uint64_t ap_cache_take_shared(struct asyncpool *pool);
+
 static inline __attribute__((always_inline)) bool ap_cache_take_gen(struct asyncpool *pool,
 								     uint32_t *idx, uint32_t *gen)
 {
@@ -193,19 +236,19 @@ static inline __attribute__((always_inline)) bool ap_cache_take_gen(struct async
 	uint32_t n;
 
 	/* pool may be NULL: it then matches ap_cache_none, which is empty. */
-	if (AP_LIKELY(c->pool == pool && pool && ap_cache_enter(c))) {
+	if (AP_UNLIKELY(c->pool != pool || !pool))
+		return false;
+	if (AP_LIKELY(pool->fl.lazy && ap_cache_enter(c))) {
 		/* n only once inside: a flusher may have emptied it. */
 		if (AP_LIKELY((n = c->n) != 0)) {
-			/* In range: the refill or release that cached it checked it. */
-			uint32_t lent = 0;
-
-			if (AP_LIKELY((*gen = ap_cache_lend(pool, c, n - 1, &lent)))) {
-				*idx = c->idx[n - 1];
-				ap_cache_add_lent(c, lent);
-				ap_cache_set_n(c, n - 1);
-				ap_cache_leave(c);
-				return true;
-			}
+			/* In range: the refill or release that cached it checked it;
+			 * lent: its word stays as it is (ap_cache_lend). */
+			*gen = c->gen[n - 1];
+			*idx = c->idx[n - 1];
+			ap_cache_add_lent(c, 1);
+			ap_cache_set_n(c, n - 1);
+			ap_cache_leave(c);
+			return true;
 		}
 		ap_cache_leave(c);
 	}
@@ -254,6 +297,7 @@ static inline uint32_t ap_cache_uncache(struct asyncpool *pool, uint32_t *v, uin
 /* pool_cache.c, for the bulk operations and the depot */
 struct ap_cache *ap_cache_of(struct asyncpool *pool);
 void ap_cache_flush_batch(struct ap_cache *c);
+/* A release that ap_cache_put_owned() did not take: 0, or as ap_fl_release(). */
 int ap_cache_release(struct asyncpool *pool, uint32_t idx, uint32_t gen);
 /*
  * Fill the calling thread's empty or part-full cache c (entered) to at

@@ -181,18 +181,27 @@ AP_EXPORT uint64_t asyncpool_lease_token(const struct asyncpool_lease *lease)
 	return AP_TOKEN_MAKE(lease->generation, lease->buffer_index);
 }
 
-AP_EXPORT int asyncpool_release_token(struct asyncpool *pool, uint64_t token)
+/* All but the common case of asyncpool_release_token(): out of line. */
+static __attribute__((noinline)) int release_token_rest(struct asyncpool *pool, uint64_t token)
 {
 	int rc;
 
-	if (!ap_token_ok(pool, token))
-		return -EINVAL;
 	/* Into the calling thread's cache, as a lease's release goes. */
 	if (pool->cache_size)
 		rc = ap_cache_release(pool, AP_TOKEN_INDEX(token), AP_TOKEN_GEN(token));
 	else
 		rc = ap_fl_release(&pool->fl, AP_TOKEN_INDEX(token), AP_TOKEN_GEN(token));
 	return rc == -EALREADY ? -ESTALE : rc;
+}
+
+AP_EXPORT int asyncpool_release_token(struct asyncpool *pool, uint64_t token)
+{
+	if (!ap_token_ok(pool, token))
+		return -EINVAL;
+	/* A buffer the calling thread's cache lent: no stack frame. */
+	if (AP_LIKELY(ap_cache_put_owned(pool, AP_TOKEN_INDEX(token), AP_TOKEN_GEN(token))))
+		return 0;
+	return release_token_rest(pool, token);
 }
 
 AP_EXPORT int asyncpool_lease_adopt_token(struct asyncpool *pool, uint64_t token,

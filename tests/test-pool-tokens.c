@@ -121,6 +121,12 @@ static void tokens(struct asyncpool *pool, const char *what)
 	is_int(bad_releases(pool), bad + 1, "%s: counted", what);
 	is_int(asyncpool_available(pool), N - 1, "%s: the new holder keeps it", what);
 	bad++;
+	/* One token alone goes another way (a cache's fast and slow paths). */
+	is_int(asyncpool_release_token(pool, u[0]), -ESTALE, "%s: release_token, stale: -ESTALE",
+	       what);
+	is_int(bad_releases(pool), bad + 1, "%s: counted", what);
+	is_int(asyncpool_available(pool), N - 1, "%s: the new holder still keeps it", what);
+	bad++;
 
 	/* tokens and leases mix */
 	is_int(asyncpool_lease_adopt_token(pool, u[1], &l), 0, "%s: a token becomes a lease", what);
@@ -135,7 +141,7 @@ static void tokens(struct asyncpool *pool, const char *what)
 	is_int(asyncpool_check(pool), 0, "%s: check clean", what);
 }
 
-#define PER 52
+#define PER 55
 
 int main(void)
 {
@@ -144,7 +150,7 @@ int main(void)
 	struct asyncpool_shared *sp;
 	struct asyncpool *pool;
 
-	plan(3 * PER + 3);
+	plan(4 * PER + 4);
 	if (asyncpool_proactor_create_memory(&p))
 		bail_out("proactor");
 	pool = make_pool(p, BS, N, 0);
@@ -157,6 +163,11 @@ int main(void)
 	if (asyncpool_shared_create(&o, &sp))
 		bail_out("shared_create");
 	tokens(asyncpool_shared_pool(sp), "shared");
+	asyncpool_shared_close(sp);
+	if (asyncpool_shared_create(&o, &sp))
+		bail_out("shared_create");
+	is_int(asyncpool_set_cache(asyncpool_shared_pool(sp), 4), 0, "shared cached: caches");
+	tokens(asyncpool_shared_pool(sp), "shared cached");
 	asyncpool_shared_close(sp);
 	is_int(asyncpool_proactor_destroy(p), 0, "proactor destroy");
 	return done_testing();
