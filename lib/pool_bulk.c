@@ -70,6 +70,17 @@ static int pop_leases(struct asyncpool *pool, struct asyncpool_lease *l, unsigne
 }
 
 /*
+ * The calling thread's cache of pool, as ap_cache_of(), with no call
+ * when it is the one the thread used last (the usual case).
+ */
+static inline struct ap_cache *bulk_cache(struct asyncpool *pool)
+{
+	struct ap_cache *c = ap_tc_last;
+
+	return AP_LIKELY(c->pool == pool) ? c : ap_cache_of(pool);
+}
+
+/*
  * What both bulk acquires check before they write anything (n may not
  * be the length of anything), and the calling thread's cache, entered,
  * if it has one a flusher does not hold (else *c is NULL): 1 to go on,
@@ -86,7 +97,7 @@ static int bulk_begin(struct asyncpool *pool, const void *out, unsigned int n,
 	if (!n)
 		return 0;
 	if (pool->cache_size) {
-		*c = ap_cache_of(pool);
+		*c = bulk_cache(pool);
 		if (*c && !ap_cache_enter(*c))
 			*c = NULL;              /* a flusher has it (pool_cache.h) */
 	}
@@ -150,6 +161,49 @@ static inline __attribute__((always_inline)) int cache_next(struct asyncpool *po
 }
 
 /*
+ * The bulk acquires' fast path: n buffers lent from the calling thread's
+ * cache c (entered, holding n or more) of a pool that lends, top first,
+ * as cache_next() takes them.  A lent buffer's word is not written
+ * (buffer_state.h, "Lent, not leased"), and an entry of such a cache
+ * always has a generation (the refill or the release that cached it
+ * gave one), so each buffer is a copy out of c->idx[] and c->gen[]: no
+ * branch per buffer, lent counted and c->n set once.  Leaves c.
+ */
+static void tokens_lend(struct ap_cache *c, uint64_t *tokens, unsigned int n)
+{
+	uint32_t cn = ap_cache_n(c);
+	const uint32_t *idx = &c->idx[cn], *gen = &c->gen[cn];
+
+	/* Pointers that step down: an index that counts down from cn cost
+	 * a sign extension and an address computation per buffer. */
+	for (unsigned int j = 0; j < n; j++)
+		tokens[j] = AP_TOKEN_MAKE(*--gen, *--idx);
+	ap_cache_add_lent(c, n);
+	ap_cache_set_n(c, cn - n);
+	ap_cache_leave(c);
+}
+
+/* The same for leases: only what a lease holds is written. */
+static void leases_lend(struct asyncpool *pool, struct ap_cache *c, struct asyncpool_lease *l,
+			unsigned int n)
+{
+	uint32_t cn = ap_cache_n(c);
+	const uint32_t *idx = &c->idx[cn], *gen = &c->gen[cn];
+	struct asyncpool_region *region = pool->region;
+	size_t bs = pool->buffer_size;
+
+	for (unsigned int j = 0; j < n; j++) {
+		uint32_t i = *--idx;
+
+		ap_lease_init_gen(&l[j], region, (size_t)i * bs, bs, ap_cache_recycle, pool, i,
+				  *--gen);
+	}
+	ap_cache_add_lent(c, n);
+	ap_cache_set_n(c, cn - n);
+	ap_cache_leave(c);
+}
+
+/*
  * n leases, all or nothing: from the calling thread's cache c if the
  * caller entered one (cache_next), and what a cache cannot hold straight
  * from the freelist.  Leaves c on every return, so that a flush of every
@@ -163,6 +217,10 @@ static int acquire_leases(struct asyncpool *pool, struct ap_cache *c,
 	uint32_t idx = 0, gen = 0, lent = 0;
 	int rc = 0;
 
+	if (c && pool->fl.lazy && ap_cache_n(c) >= n) {
+		leases_lend(pool, c, leases, n);
+		return 0;
+	}
 	if (c) {
 		while (j < n && (rc = cache_next(pool, c, n - j, &idx, &gen, &lent)) > 0)
 			ap_lease_init_gen(&leases[j++], pool->region, (size_t)idx * bs, bs,
@@ -577,6 +635,10 @@ static int acquire_tokens(struct asyncpool *pool, struct ap_cache *c, uint64_t *
 	uint32_t idx = 0, gen = 0, lent = 0;
 	int rc = 0;
 
+	if (c && pool->fl.lazy && ap_cache_n(c) >= n) {
+		tokens_lend(c, tokens, n);
+		return 0;
+	}
 	if (c) {
 		while (j < n && (rc = cache_next(pool, c, n - j, &idx, &gen, &lent)) > 0)
 			tokens[j++] = AP_TOKEN_MAKE(gen, idx);
