@@ -451,7 +451,7 @@ struct own_put {
 	_Atomic uint32_t *owner_of;
 	_Atomic uint32_t *released;
 	struct ap_cache  *c;            /* entered */
-	uint32_t         *top;          /* &c->idx[c->n]: gen's is at top[size] */
+	uint32_t         *top, *gtop;   /* &c->idx[c->n], &c->gen[c->n] */
 	uint64_t          word;         /* ap_owned_word(c's id, 0) */
 	uint32_t          id, size;
 	uint32_t          r;            /* in rest[] */
@@ -466,6 +466,7 @@ static inline void own_begin(struct own_put *op, struct asyncpool *pool, struct 
 	op->released = pool->released;
 	op->c = c;
 	op->top = &c->idx[ap_cache_n(c)];
+	op->gtop = &c->gen[ap_cache_n(c)];
 	op->id = c->id;
 	op->word = ap_owned_word(c->id, 0);
 	op->size = c->size;
@@ -493,16 +494,9 @@ static inline uint32_t own_room(struct own_put *op, uint32_t m)
 		ap_cache_flush_batch(op->c);
 		n = ap_cache_n(op->c);
 		op->top = &op->c->idx[n];
+		op->gtop = &op->c->gen[n];
 	}
 	return op->size - n < m ? op->size - n : m;
-}
-
-/* ap_gen_next(), as an add and an add of the carry. */
-static inline uint32_t own_gen_next(uint32_t g)
-{
-	uint32_t next;
-
-	return next = g + 1, next + (next < g);
 }
 
 /*
@@ -517,18 +511,22 @@ static inline __attribute__((always_inline)) void own_one(struct own_put *op, ui
 							 uint32_t gen)
 {
 	ap_word *s = &op->state[idx];
+	uint64_t w = op->word | gen;
+	uint32_t next = gen + 1;
 
+	/*
+	 * The last generation before the wrap goes the slow way too: it
+	 * does the same, and so here the next generation is gen + 1, and
+	 * the next word w + 1.
+	 */
 	if (AP_LIKELY(atomic_load_explicit(&op->owner_of[idx], memory_order_relaxed) == op->id &&
-		      ap_state_load(s) == (op->word | gen))) {
-		uint32_t next = own_gen_next(gen);
-
+		      ap_state_load(s) == w && next != 0)) {
 		AP_TEST_STALL(AP_TS_CACHE_CLAIM);
-		atomic_store_explicit(s, op->word | next, memory_order_relaxed);
+		atomic_store_explicit(s, w + 1, memory_order_relaxed);
 		/* So that a copy released on another thread is refused at once. */
 		atomic_store_explicit(&op->released[idx], gen, memory_order_relaxed);
-		op->top[0] = idx;
-		op->top[op->size] = next;       /* c->gen[n] */
-		op->top++;
+		*op->top++ = idx;
+		*op->gtop++ = next;
 	} else {
 		op->rest[op->r++] = AP_TOKEN_MAKE(gen, idx);
 	}
