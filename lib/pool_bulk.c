@@ -9,6 +9,32 @@
 /* Buffers pushed per CAS by a bulk release. */
 #define AP_BULK_CHUNK 64u
 
+/*
+ * A token is generation << 32 | index: in memory, two uint32_t that a
+ * chain pop fills in place (index and generation at a stride of 8).
+ */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define AP_TOKEN_IDX_AT 0
+#define AP_TOKEN_GEN_AT 4
+#else
+#define AP_TOKEN_IDX_AT 4
+#define AP_TOKEN_GEN_AT 0
+#endif
+
+/*
+ * Four 32-bit lanes (GCC's and clang's vector extensions: SSE2 on
+ * x86-64, plain code where there is no SIMD), for the loops that move
+ * tokens as two halves.
+ */
+typedef uint32_t ap_v4u __attribute__((vector_size(16)));
+typedef int32_t ap_v4i __attribute__((vector_size(16)));
+
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)
+#define AP_BULK_SHUFFLE 1
+#endif
+#endif
+
 /* Build leases whose buffer_index and generation a chain pop filled. */
 static void leases_build(struct asyncpool *pool, struct asyncpool_lease *l, unsigned int n,
 			 ap_release_token_fn *fn)
@@ -174,9 +200,35 @@ static void tokens_lend(struct ap_cache *c, uint64_t *tokens, unsigned int n)
 	uint32_t cn = ap_cache_n(c);
 	const uint32_t *idx = &c->idx[cn], *gen = &c->gen[cn];
 
+	unsigned int j = 0;
+
+#ifdef AP_BULK_SHUFFLE
+	/*
+	 * Four at a time: the top four indices and generations, reversed
+	 * and interleaved into four tokens (9 instructions a token one by
+	 * one, 3 so).
+	 */
+	for (; j + 4 <= n; j += 4) {
+		ap_v4u i, g, t0, t1;
+
+		idx -= 4;
+		gen -= 4;
+		memcpy(&i, idx, sizeof(i));
+		memcpy(&g, gen, sizeof(g));
+#if AP_TOKEN_IDX_AT == 0
+		t0 = __builtin_shufflevector(i, g, 3, 7, 2, 6);
+		t1 = __builtin_shufflevector(i, g, 1, 5, 0, 4);
+#else
+		t0 = __builtin_shufflevector(i, g, 7, 3, 6, 2);
+		t1 = __builtin_shufflevector(i, g, 5, 1, 4, 0);
+#endif
+		memcpy(&tokens[j], &t0, sizeof(t0));
+		memcpy(&tokens[j + 2], &t1, sizeof(t1));
+	}
+#endif
 	/* Pointers that step down: an index that counts down from cn cost
 	 * a sign extension and an address computation per buffer. */
-	for (unsigned int j = 0; j < n; j++)
+	for (; j < n; j++)
 		tokens[j] = AP_TOKEN_MAKE(*--gen, *--idx);
 	ap_cache_add_lent(c, n);
 	ap_cache_set_n(c, cn - n);
@@ -681,18 +733,6 @@ AP_EXPORT void asyncpool_release_bulk(struct asyncpool_lease *leases, unsigned i
 
 /* ---- bulk by token: 8 bytes a buffer, no lease built ---- */
 
-/*
- * A token is generation << 32 | index: in memory, two uint32_t that a
- * chain pop fills in place (index and generation at a stride of 8).
- */
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define AP_TOKEN_IDX_AT 0
-#define AP_TOKEN_GEN_AT 4
-#else
-#define AP_TOKEN_IDX_AT 4
-#define AP_TOKEN_GEN_AT 0
-#endif
-
 /* As put_leases_cache() and put_leases_freelist(), for tokens. */
 static __attribute__((noinline)) void put_tokens_cache(struct put_back *pbp,
 						       const uint64_t *tokens, unsigned int n)
@@ -812,9 +852,6 @@ AP_EXPORT int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens,
  * computed as the signed lane + (2^31 - sub) < lim ^ 2^31: one add and
  * one compare.
  */
-typedef uint32_t ap_v4u __attribute__((vector_size(16)));
-typedef int32_t ap_v4i __attribute__((vector_size(16)));
-
 static inline ap_v4i tokens_ok2(const uint64_t *t, ap_v4u add, ap_v4i lim)
 {
 	ap_v4u v;
