@@ -199,7 +199,6 @@ static void tokens_lend(struct ap_cache *c, uint64_t *tokens, unsigned int n)
 {
 	uint32_t cn = ap_cache_n(c);
 	const uint32_t *idx = &c->idx[cn], *gen = &c->gen[cn];
-
 	unsigned int j = 0;
 
 #ifdef AP_BULK_SHUFFLE
@@ -842,12 +841,12 @@ AP_EXPORT int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens,
 }
 
 /*
- * Whether ap_token_ok() accepts every one of tokens[0..n): a generation,
- * an index in range.  Two tokens at a time as four 32-bit lanes (GCC's
- * and clang's vector extensions; plain code where there is no SIMD),
+ * Whether ap_token_ok() accepts every one of tokens[0..n) (n > 0): a
+ * generation, an index in range.  Two tokens in the four 32-bit lanes
+ * of a vector, two vectors a step, and the odd one by ap_token_ok(),
  * with no branch per token: a bulk is almost always all good, and the
  * check of each token one by one cost 10 instructions per buffer, this
- * one 3.  A lane is good if lane - sub < lim, unsigned (an index below
+ * one 4.  A lane is good if lane - sub < lim, unsigned (an index below
  * count; a generation minus 1 below 0xffffffff, that is, not 0),
  * computed as the signed lane + (2^31 - sub) < lim ^ 2^31: one add and
  * one compare.
@@ -890,7 +889,7 @@ AP_EXPORT int asyncpool_release_tokens(struct asyncpool *pool, const uint64_t *t
 	if (!pool || (!tokens && n) || n > pool->fl.count)
 		return -EINVAL;
 	/* Bad input changes nothing: every token is checked first. */
-	if (!tokens_ok(pool, tokens, n))
+	if (n && !tokens_ok(pool, tokens, n))
 		return -EINVAL;
 	return n && release_tokens(pool, tokens, n) ? -ESTALE : 0;
 }
