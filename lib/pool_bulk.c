@@ -96,17 +96,6 @@ static int pop_leases(struct asyncpool *pool, struct asyncpool_lease *l, unsigne
 }
 
 /*
- * The calling thread's cache of pool, as ap_cache_of(), with no call
- * when it is the one the thread used last (the usual case).
- */
-static inline struct ap_cache *bulk_cache(struct asyncpool *pool)
-{
-	struct ap_cache *c = ap_tc_last;
-
-	return AP_LIKELY(c->pool == pool) ? c : ap_cache_of(pool);
-}
-
-/*
  * What both bulk acquires check before they write anything (n may not
  * be the length of anything), and the calling thread's cache, entered,
  * if it has one a flusher does not hold (else *c is NULL): 1 to go on,
@@ -123,7 +112,7 @@ static int bulk_begin(struct asyncpool *pool, const void *out, unsigned int n,
 	if (!n)
 		return 0;
 	if (pool->cache_size) {
-		*c = bulk_cache(pool);
+		*c = ap_cache_of(pool);
 		if (*c && !ap_cache_enter(*c))
 			*c = NULL;              /* a flusher has it (pool_cache.h) */
 	}
@@ -550,34 +539,14 @@ static inline uint32_t own_room(struct own_put *op, uint32_t m)
 	return op->size - n < m ? op->size - n : m;
 }
 
-/*
- * Buffer idx released by generation gen, into the cache (room for it)
- * if the cache owns it.  The check of ap_cache_push(): the hint
- * owner_of[] first, so that another owner's word is not read (its line
- * is that owner's), then the owner's own load, compare with CACHED
- * owner gen, and store of gen + 1 (ap_state_owner_back(), with the
- * word's upper half computed once).  Inline, in a loop of its own.
- */
+/* Buffer idx released by generation gen into the cache (room for it), if ap_owner_back(). */
 static inline __attribute__((always_inline)) void own_one(struct own_put *op, uint32_t idx,
 							 uint32_t gen)
 {
-	ap_word *s = &op->state[idx];
-	uint64_t w = op->word | gen;
-	uint32_t next = gen + 1;
-
-	/*
-	 * The last generation before the wrap goes the slow way too: it
-	 * does the same, and so here the next generation is gen + 1, and
-	 * the next word w + 1.
-	 */
-	if (AP_LIKELY(atomic_load_explicit(&op->owner_of[idx], memory_order_relaxed) == op->id &&
-		      ap_state_load(s) == w && next != 0)) {
-		AP_TEST_STALL(AP_TS_CACHE_CLAIM);
-		atomic_store_explicit(s, w + 1, memory_order_relaxed);
-		/* So that a copy released on another thread is refused at once. */
-		atomic_store_explicit(&op->released[idx], gen, memory_order_relaxed);
+	if (AP_LIKELY(ap_owner_back(op->state, op->owner_of, op->released, op->id, op->word, idx,
+				    gen))) {
 		*op->top++ = idx;
-		*op->gtop++ = next;
+		*op->gtop++ = gen + 1;
 	} else {
 		op->rest[op->r++] = AP_TOKEN_MAKE(gen, idx);
 	}
@@ -646,7 +615,7 @@ static uint32_t own_chunk(struct asyncpool *pool, struct ap_cache *c, const uint
  */
 static uint32_t put_tokens_owned(struct asyncpool *pool, const uint64_t *tokens, unsigned int n)
 {
-	struct ap_cache *c = bulk_cache(pool);
+	struct ap_cache *c = ap_cache_of(pool);
 	uint32_t bad = 0;
 
 	for (unsigned int j = 0; j < n; j += AP_BULK_CHUNK)
@@ -663,7 +632,7 @@ static uint32_t put_tokens_owned(struct asyncpool *pool, const uint64_t *tokens,
 static unsigned int release_run_owned(struct asyncpool *pool, struct asyncpool_lease *l,
 				      unsigned int n, ap_release_token_fn *fn)
 {
-	struct ap_cache *c = bulk_cache(pool);
+	struct ap_cache *c = ap_cache_of(pool);
 	uint32_t count = pool->fl.count;
 	uint64_t tok[AP_BULK_CHUNK];
 	unsigned int j = 0;

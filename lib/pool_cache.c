@@ -261,12 +261,8 @@ static struct ap_cache *cache_get(struct asyncpool *pool, bool create)
 	return ap_tc_last = c;
 }
 
-struct ap_cache *ap_cache_of(struct asyncpool *pool)
+struct ap_cache *ap_cache_get(struct asyncpool *pool)
 {
-	struct ap_cache *c = ap_tc_last;
-
-	if (AP_LIKELY(c->pool == pool))
-		return c;
 	return cache_get(pool, true);
 }
 

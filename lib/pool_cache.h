@@ -139,24 +139,46 @@ static inline uint32_t ap_cache_lend(struct asyncpool *pool, struct ap_cache *c,
 }
 
 /*
- * The release of a pool that lends (pool->fl.lazy) of a buffer that
- * cache c (entered, not full) owns and lent, as generation gen, into
- * its entry n: a load and a store (buffer_state.h, "Ownership").
- * Anything else (another owner's, a lease popped straight from the
- * freelist, a stale copy) is false, left to the slow path.
+ * The owner's decision of its own release, in a pool that lends
+ * (buffer_state.h, "Ownership"): buffer idx, released as generation
+ * gen, back to the cache whose id is id, if that cache owns it and lent
+ * it at gen.  The hint owner_of[] first, so that another owner's word
+ * is not read (its line is that owner's); then the word, CACHED id gen
+ * (word is ap_owned_word(id, 0), which a loop computes once), compared
+ * and stored as gen + 1; then the released[] hint, so that a copy
+ * released on another thread is refused at once.  false for anything
+ * else (another owner's, a lease popped straight from the freelist, a
+ * stale or double copy) and for the last generation before the wrap,
+ * whose next is not gen + 1: the slow path (ap_owner_release) decides.
+ * The single release (ap_cache_push_owned) and the bulk loop
+ * (pool_bulk.c) both decide through it.
  */
+static inline __attribute__((always_inline)) bool
+ap_owner_back(ap_word *state, _Atomic uint32_t *owner_of, _Atomic uint32_t *released,
+	      uint32_t id, uint64_t word, uint32_t idx, uint32_t gen)
+{
+	ap_word *s = &state[idx];
+	uint64_t w = word | gen;
+
+	if (AP_UNLIKELY(atomic_load_explicit(&owner_of[idx], memory_order_relaxed) != id ||
+			ap_state_load(s) != w || gen + 1 == 0))
+		return false;
+	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
+	atomic_store_explicit(s, w + 1, memory_order_relaxed);
+	atomic_store_explicit(&released[idx], gen, memory_order_relaxed);
+	return true;
+}
+
+/* ap_owner_back() into entry n of cache c (entered, not full). */
 static inline __attribute__((always_inline)) bool
 ap_cache_push_owned(struct asyncpool *pool, struct ap_cache *c, uint32_t n, uint32_t idx,
 		    uint32_t gen)
 {
-	/* Another owner's is left alone: its word's line is the owner's. */
-	if (AP_UNLIKELY(atomic_load_explicit(&pool->owner_of[idx], memory_order_relaxed) != c->id ||
-			!ap_state_owner_back(&pool->fl.state[idx], c->id, gen)))
+	if (AP_UNLIKELY(!ap_owner_back(pool->fl.state, pool->owner_of, pool->released, c->id,
+				       ap_owned_word(c->id, 0), idx, gen)))
 		return false;
-	/* So that a copy released on another thread is refused at once. */
-	atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
 	c->idx[n] = idx;
-	c->gen[n] = ap_gen_next(gen);
+	c->gen[n] = gen + 1;
 	return true;
 }
 
@@ -295,7 +317,17 @@ static inline uint32_t ap_cache_uncache(struct asyncpool *pool, uint32_t *v, uin
 }
 
 /* pool_cache.c, for the bulk operations and the depot */
-struct ap_cache *ap_cache_of(struct asyncpool *pool);
+/* The calling thread's cache of pool, made if it has none: NULL if out of memory. */
+struct ap_cache *ap_cache_get(struct asyncpool *pool);
+
+/* The same, with no call when it is the cache the thread used last (the usual case). */
+static inline struct ap_cache *ap_cache_of(struct asyncpool *pool)
+{
+	struct ap_cache *c = ap_tc_last;
+
+	return AP_LIKELY(c->pool == pool) ? c : ap_cache_get(pool);
+}
+
 void ap_cache_flush_batch(struct ap_cache *c);
 /* A release that ap_cache_put_owned() did not take: 0, or as ap_fl_release(). */
 int ap_cache_release(struct asyncpool *pool, uint32_t idx, uint32_t gen);
