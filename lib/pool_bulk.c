@@ -543,8 +543,9 @@ static inline uint32_t own_room(struct own_put *op, uint32_t m)
 static inline __attribute__((always_inline)) void own_one(struct own_put *op, uint32_t idx,
 							 uint32_t gen)
 {
-	if (AP_LIKELY(ap_owner_back(op->state, op->owner_of, op->released, op->id, op->word, idx,
-				    gen))) {
+	uint32_t o = atomic_load_explicit(&op->owner_of[idx], memory_order_relaxed);
+
+	if (AP_LIKELY(ap_owner_back(op->state, o, op->released, op->id, op->word, idx, gen))) {
 		*op->top++ = idx;
 		*op->gtop++ = gen + 1;
 	} else {

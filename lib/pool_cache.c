@@ -354,35 +354,12 @@ static int cache_put(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, u
 }
 
 /* A release into the calling thread's cache that needs no more: false if not done. */
-/*
- * A release of another owner's lent buffer into the outbox of the
- * calling thread's cache c (entered), when that takes no more than the
- * outbox has room for: the common case of a hand-off, inline.  false:
- * ap_owner_release() decides (stale, a batch to send, no owner...).
- */
-static inline __attribute__((always_inline)) bool owner_gather(struct asyncpool *pool,
-							     struct ap_cache *c, uint32_t idx,
-							     uint32_t gen)
-{
-	uint32_t o = atomic_load_explicit(&pool->owner_of[idx], memory_order_relaxed);
-	uint32_t r = atomic_load_explicit(&pool->released[idx], memory_order_relaxed);
-	struct ap_outbox *ob = &c->outbox[o % AP_OUTBOXES];
-
-	/* The lease right after the last decided (ap_owner_release). */
-	if (!o || o == c->id || gen != ap_gen_next(r) || ob->owner != o ||
-	    ob->n + 1 >= AP_OUTBOX_BATCH)
-		return false;
-	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
-	atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
-	ob->tok[ob->n] = AP_TOKEN_MAKE(gen, idx) | AP_INBOX_HINTED;
-	__atomic_store_n(&ob->n, ob->n + 1, __ATOMIC_RELAXED);
-	return true;
-}
 
 /*
- * What ap_cache_put_owned() leaves that still needs no more than the
- * calling thread's cache: another owner's buffer into an outbox (a
- * pool that lends), or a shared pool's release by CAS into the cache.
+ * What ap_cache_put_lent() leaves that still needs no more than the
+ * calling thread's cache: a shared pool's release, by CAS, into the
+ * cache.  (A pool that lends: ap_cache_put_lent() took what an outbox
+ * could; the rest is ap_owner_release()'s.)
  */
 static inline __attribute__((always_inline)) bool cache_put_other(struct asyncpool *pool,
 								   uint32_t idx, uint32_t gen)
@@ -390,12 +367,11 @@ static inline __attribute__((always_inline)) bool cache_put_other(struct asyncpo
 	struct ap_cache *c = ap_tc_last;
 	bool done = false;
 
-	if (AP_LIKELY(c->pool == pool && idx < pool->fl.count && ap_cache_enter(c))) {
+	if (AP_LIKELY(c->pool == pool && !pool->fl.lazy && idx < pool->fl.count &&
+		      ap_cache_enter(c))) {
 		uint32_t n = c->n, back = 0;
 
-		if (pool->fl.lazy) {
-			done = owner_gather(pool, c, idx, gen);
-		} else if (AP_LIKELY(n != c->size && ap_cache_push(pool, c, n, idx, gen, &back))) {
+		if (AP_LIKELY(n != c->size && ap_cache_push(pool, c, n, idx, gen, &back))) {
 			ap_cache_add_lent(c, -(int64_t)back);
 			ap_cache_set_n(c, n + 1);
 			done = true;
@@ -429,7 +405,7 @@ static __attribute__((noinline)) int cache_release_slow(struct asyncpool *pool, 
 }
 
 /*
- * A release of a pool with caches that ap_cache_put_owned() did not
+ * A release of a pool with caches that ap_cache_put_lent() did not
  * take: asyncpool_release_token(), and the leases' callback below.  0,
  * or as cache_put() and ap_fl_release().
  */
@@ -464,7 +440,7 @@ void ap_cache_recycle(void *ctx, uint64_t token)
 			ap_fl_count_bad_release(&pool->fl, 1);
 		return;
 	}
-	if (AP_LIKELY(ap_cache_put_owned(pool, idx, gen)))
+	if (AP_LIKELY(ap_cache_put_lent(pool, idx, gen)))
 		return;
 	(void)ap_cache_release(pool, idx, gen);
 }
@@ -495,7 +471,7 @@ AP_EXPORT void asyncpool_lease_release_gen(struct asyncpool_lease *lease)
 	}
 	/* Each a tail call, with no spill here. */
 	if (AP_LIKELY(fn == (ap_release_fn *)(void (*)(void))ap_cache_recycle)) {
-		if (AP_LIKELY(ap_cache_put_owned(ctx, idx, gen)))
+		if (AP_LIKELY(ap_cache_put_lent(ctx, idx, gen)))
 			return;
 		(void)ap_cache_release(ctx, idx, gen);
 		return;
@@ -1157,45 +1133,78 @@ static void box_drain_other(struct asyncpool *pool, struct ap_inbox *b)
 }
 
 /*
+ * owner_drain()'s cache is full at n: write back n and the lent ones
+ * given back since the last write (taken), flush a batch, return the
+ * new n.  Out of line, so that the loop keeps its registers.
+ */
+static __attribute__((noinline)) uint32_t drain_flush(struct ap_cache *c, uint32_t n,
+						      uint32_t taken)
+{
+	ap_cache_set_n(c, n);
+	ap_cache_add_lent(c, -(int64_t)taken);
+	ap_cache_flush_batch(c);
+	return ap_cache_n(c);
+}
+
+/*
  * The owner's look at its inbox (c entered): each token decided with a
  * load and a store, into the cache (a batch flushed when it is full).
- * At most max tokens.  true if any.
+ * At most max tokens.  true if any.  The cache's n and lent and the
+ * inbox's head stay in registers and are written once at the end (and
+ * before a flush, which reads them): the owner is inside, so no one
+ * else looks at them; what was taken and refused follows from how far
+ * head and n moved.
  */
 static bool owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max)
 {
 	struct ap_inbox *b = c->box;
-	uint32_t k = 0, bad = 0;
-	uint64_t tok;
+	ap_word *state = pool->fl.state;
+	_Atomic uint32_t *released = pool->released;
+	const uint64_t word = ap_owned_word(c->id, 0);
+	const uint32_t count = pool->fl.count, size = c->size, mask = b->mask;
+	const uint32_t head0 = b->head, end = head0 + max;
+	uint32_t head = head0, taken = 0;
+	/* top: where the next one goes; its generation goes size entries on. */
+	uint32_t *top = &c->idx[ap_cache_n(c)], *top0 = top, *full = &c->idx[size];
 
-	if (b->head == atomic_load_explicit(&b->tail, memory_order_relaxed))
+	if (head == atomic_load_explicit(&b->tail, memory_order_relaxed))
 		return false;
-	while (k < max && (tok = ap_inbox_next(b)) != 0) {
-		uint32_t idx, g, n;
+	while (head != end) {
+		_Atomic uint64_t *slot = &b->slot[head & mask];
+		uint64_t tok = atomic_load_explicit(slot, memory_order_acquire);
+		uint32_t idx, g;
 
+		if (!tok)
+			break;
+		atomic_store_explicit(slot, 0, memory_order_relaxed);
+		head++;
 		idx = AP_INBOX_INDEX(tok);
 		g = AP_TOKEN_GEN(tok);
-		n = ap_cache_n(c);
-		k++;
-		if (idx >= pool->fl.count || !ap_state_owner_back(&pool->fl.state[idx], c->id, g)) {
-			bad++;
-			continue;
-		}
+		/* The owner's decision (ap_state_owner_back), w computed once. */
+		if (idx >= count || ap_state_load(&state[idx]) != (word | g))
+			continue;       /* refused: counted below */
+		AP_TEST_STALL(AP_TS_CACHE_CLAIM);
+		atomic_store_explicit(&state[idx], word | ap_gen_next(g), memory_order_relaxed);
 		/* The sender wrote it if it could: then the line stays its own. */
 		if (!(AP_TOKEN_INDEX(tok) & AP_INBOX_HINTED))
-			atomic_store_explicit(&pool->released[idx], g, memory_order_relaxed);
-		if (n == c->size) {
-			ap_cache_flush_batch(c);
-			n = ap_cache_n(c);
+			atomic_store_explicit(&released[idx], g, memory_order_relaxed);
+		if (AP_UNLIKELY(top == full)) {
+			uint32_t n = drain_flush(c, size, (uint32_t)(top - top0));
+
+			taken += (uint32_t)(top - top0);
+			top = top0 = &c->idx[n];
 		}
-		c->idx[n] = idx;
-		c->gen[n] = ap_gen_next(g);
-		ap_cache_set_n(c, n + 1);
-		ap_cache_add_lent(c, -1);
+		top[size] = ap_gen_next(g);
+		*top++ = idx;
 	}
+	taken += (uint32_t)(top - top0);
+	b->head = head;
+	ap_cache_set_n(c, (uint32_t)(top - c->idx));
+	ap_cache_add_lent(c, -(int64_t)(top - top0));
 	ap_inbox_done(b);
-	if (bad)
-		ap_fl_count_bad_release(&pool->fl, bad);
-	return k != 0;
+	if (head - head0 != taken)
+		ap_fl_count_bad_release(&pool->fl, head - head0 - taken);
+	return head != head0;
 }
 
 /*

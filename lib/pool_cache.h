@@ -40,6 +40,7 @@
 #ifndef ASYNCPOOL_POOL_CACHE_H
 #define ASYNCPOOL_POOL_CACHE_H
 
+#include "pool_inbox.h"
 #include "pool_internal.h"
 
 struct ap_tcache;
@@ -138,11 +139,18 @@ static inline uint32_t ap_cache_lend(struct asyncpool *pool, struct ap_cache *c,
 	return ap_state_cached_to_leased(&pool->fl.state[c->idx[j]], pool->fl.me, c->gen[j]);
 }
 
+/* Which cache owns buffer idx of a pool that lends, 0 if none: a hint (pool_cache.c). */
+static inline uint32_t ap_owner_hint(struct asyncpool *pool, uint32_t idx)
+{
+	return atomic_load_explicit(&pool->owner_of[idx], memory_order_relaxed);
+}
+
 /*
  * The owner's decision of its own release, in a pool that lends
  * (buffer_state.h, "Ownership"): buffer idx, released as generation
  * gen, back to the cache whose id is id, if that cache owns it and lent
- * it at gen.  The hint owner_of[] first, so that another owner's word
+ * it at gen.  The hint owner_of[idx] first (the caller loaded it into
+ * o, for its next step if this one fails), so that another owner's word
  * is not read (its line is that owner's); then the word, CACHED id gen
  * (word is ap_owned_word(id, 0), which a loop computes once), compared
  * and stored as gen + 1; then the released[] hint, so that a copy
@@ -154,14 +162,13 @@ static inline uint32_t ap_cache_lend(struct asyncpool *pool, struct ap_cache *c,
  * (pool_bulk.c) both decide through it.
  */
 static inline __attribute__((always_inline)) bool
-ap_owner_back(ap_word *state, _Atomic uint32_t *owner_of, _Atomic uint32_t *released,
-	      uint32_t id, uint64_t word, uint32_t idx, uint32_t gen)
+ap_owner_back(ap_word *state, uint32_t o, _Atomic uint32_t *released, uint32_t id,
+	      uint64_t word, uint32_t idx, uint32_t gen)
 {
 	ap_word *s = &state[idx];
 	uint64_t w = word | gen;
 
-	if (AP_UNLIKELY(atomic_load_explicit(&owner_of[idx], memory_order_relaxed) != id ||
-			ap_state_load(s) != w || gen + 1 == 0))
+	if (AP_UNLIKELY(o != id || ap_state_load(s) != w || gen + 1 == 0))
 		return false;
 	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
 	atomic_store_explicit(s, w + 1, memory_order_relaxed);
@@ -169,12 +176,12 @@ ap_owner_back(ap_word *state, _Atomic uint32_t *owner_of, _Atomic uint32_t *rele
 	return true;
 }
 
-/* ap_owner_back() into entry n of cache c (entered, not full). */
+/* ap_owner_back() into entry n of cache c (entered, not full); o: owner_of[idx]. */
 static inline __attribute__((always_inline)) bool
-ap_cache_push_owned(struct asyncpool *pool, struct ap_cache *c, uint32_t n, uint32_t idx,
-		    uint32_t gen)
+ap_cache_push_owned(struct asyncpool *pool, struct ap_cache *c, uint32_t n, uint32_t o,
+		    uint32_t idx, uint32_t gen)
 {
-	if (AP_UNLIKELY(!ap_owner_back(pool->fl.state, pool->owner_of, pool->released, c->id,
+	if (AP_UNLIKELY(!ap_owner_back(pool->fl.state, o, pool->released, c->id,
 				       ap_owned_word(c->id, 0), idx, gen)))
 		return false;
 	c->idx[n] = idx;
@@ -196,7 +203,8 @@ ap_cache_push(struct asyncpool *pool, struct ap_cache *c, uint32_t n, uint32_t i
 
 	/* A pool that lends: only a buffer this cache owns and lent. */
 	if (AP_LIKELY(pool->fl.lazy)) {
-		if (AP_UNLIKELY(!ap_cache_push_owned(pool, c, n, idx, gen)))
+		if (AP_UNLIKELY(!ap_cache_push_owned(pool, c, n, ap_owner_hint(pool, idx), idx,
+						     gen)))
 			return false;
 		++*back;
 		return true;
@@ -213,26 +221,63 @@ ap_cache_push(struct asyncpool *pool, struct ap_cache *c, uint32_t n, uint32_t i
 }
 
 /*
- * The common release of a pool that lends: buffer idx, of generation
- * gen, which the calling thread's cache owns and lent, back into it
- * while it has room.  Inline, with nothing to spill, so that the
- * exported release that calls it needs no stack frame; false leaves
- * everything (another owner's, a stale copy, a full cache, a shared
- * pool) to the caller's out-of-line rest (ap_cache_release()).
+ * Another owner's lent buffer, released on this thread (cache c,
+ * entered): its token into c's outbox for owner o, while that outbox
+ * is o's and has room for it and one more (the one that fills a batch
+ * goes to ap_owner_release(), which sends it).  Only the lease right
+ * after the last one decided: a copy of the lease the buffer is lent
+ * in (or a token forged with exactly the next generation, the class of
+ * a forged pointer); the sender writes the released[] hint and tells
+ * the owner so, so that in a hand-off the hint's line stays with the
+ * releasing thread as the word's stays with the owner.  Anything else
+ * (no owner, ours, an older or a farther generation) is false, for
+ * ap_owner_release() to decide.  o: owner_of[idx].
  */
-static inline __attribute__((always_inline)) bool ap_cache_put_owned(struct asyncpool *pool,
-								      uint32_t idx, uint32_t gen)
+static inline __attribute__((always_inline)) bool
+ap_outbox_gather(struct asyncpool *pool, struct ap_cache *c, uint32_t o, uint32_t idx,
+		 uint32_t gen)
+{
+	uint32_t r = atomic_load_explicit(&pool->released[idx], memory_order_relaxed);
+	struct ap_outbox *ob = &c->outbox[o % AP_OUTBOXES];
+	uint32_t n = ob->n;
+
+	if (AP_UNLIKELY(!o || o == c->id || gen != ap_gen_next(r) || ob->owner != o ||
+			n + 1 >= AP_OUTBOX_BATCH))
+		return false;
+	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
+	atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
+	ob->tok[n] = AP_TOKEN_MAKE(gen, idx) | AP_INBOX_HINTED;
+	__atomic_store_n(&ob->n, n + 1, __ATOMIC_RELAXED);
+	return true;
+}
+
+/*
+ * The common release of a pool that lends: buffer idx, of generation
+ * gen, lent by a cache of the calling thread's, back into it while it
+ * has room (ap_cache_push_owned), or lent by another thread's, into an
+ * outbox (ap_outbox_gather).  Inline, with nothing to spill, so that
+ * the exported release that calls it needs no stack frame; false leaves
+ * everything else (a full cache or outbox, a stale copy, a shared pool)
+ * to the caller's out-of-line rest (ap_cache_release()).
+ */
+static inline __attribute__((always_inline)) bool ap_cache_put_lent(struct asyncpool *pool,
+								     uint32_t idx, uint32_t gen)
 {
 	struct ap_cache *c = ap_tc_last;
-	uint32_t n;
+	uint32_t n, o;
 
 	/* ap_tc_last->pool is this pool only if it has caches. */
 	if (AP_LIKELY(c->pool == pool && pool->fl.lazy && idx < pool->fl.count &&
 		      ap_cache_enter(c))) {
 		n = c->n;
-		if (AP_LIKELY(n != c->size && ap_cache_push_owned(pool, c, n, idx, gen))) {
+		o = ap_owner_hint(pool, idx);
+		if (AP_LIKELY(n != c->size && ap_cache_push_owned(pool, c, n, o, idx, gen))) {
 			ap_cache_add_lent(c, -1);
 			ap_cache_set_n(c, n + 1);
+			ap_cache_leave(c);
+			return true;
+		}
+		if (ap_outbox_gather(pool, c, o, idx, gen)) {
 			ap_cache_leave(c);
 			return true;
 		}
@@ -329,7 +374,7 @@ static inline struct ap_cache *ap_cache_of(struct asyncpool *pool)
 }
 
 void ap_cache_flush_batch(struct ap_cache *c);
-/* A release that ap_cache_put_owned() did not take: 0, or as ap_fl_release(). */
+/* A release that ap_cache_put_lent() did not take: 0, or as ap_fl_release(). */
 int ap_cache_release(struct asyncpool *pool, uint32_t idx, uint32_t gen);
 /*
  * Fill the calling thread's empty or part-full cache c (entered) to at

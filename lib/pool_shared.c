@@ -199,7 +199,7 @@ AP_EXPORT int asyncpool_release_token(struct asyncpool *pool, uint64_t token)
 	if (!ap_token_ok(pool, token))
 		return -EINVAL;
 	/* A buffer the calling thread's cache lent: no stack frame. */
-	if (AP_LIKELY(ap_cache_put_owned(pool, AP_TOKEN_INDEX(token), AP_TOKEN_GEN(token))))
+	if (AP_LIKELY(ap_cache_put_lent(pool, AP_TOKEN_INDEX(token), AP_TOKEN_GEN(token))))
 		return 0;
 	return release_token_rest(pool, token);
 }

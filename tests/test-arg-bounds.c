@@ -34,6 +34,7 @@
 static struct asyncpool_proactor *prox;
 static struct asyncpool_region *region;
 static struct asyncpool *pool, *cached;
+static struct asyncpool_shared *shared_cached;  /* CAP buffers, caches of 4 */
 static unsigned char *page;     /* one page; a PROT_NONE one after it */
 static size_t page_size;
 
@@ -336,6 +337,10 @@ static void setup(void)
 		shared_options(&o, 4096, 4);
 		if (asyncpool_shared_create(&o, &bundle))
 			bail_out("shared_create");
+		shared_options(&o, 64, CAP);
+		if (asyncpool_shared_create(&o, &shared_cached) ||
+		    asyncpool_set_cache(asyncpool_shared_pool(shared_cached), 4))
+			bail_out("shared_create (cached)");
 	}
 }
 
@@ -352,8 +357,10 @@ int main(void)
 	bulk_bounds("cached", cached);
 	forged_index("uncached", pool);
 	forged_index("cached", cached);
+	forged_index("shared cached", asyncpool_shared_pool(shared_cached));
 
 	asyncpool_shared_close(bundle);
+	asyncpool_shared_close(shared_cached);
 	asyncpool_destroy(cached);
 	asyncpool_destroy(pool);
 	asyncpool_region_unref(region);

@@ -668,6 +668,36 @@ static void bad_token_then_holder(void)
 	is_int(asyncpool_destroy(p), 0, "bad token: destroy");
 }
 
+/*
+ * The same two refusals where the releasing thread's outbox already
+ * gathers for that owner (the inline path, ap_outbox_gather): a second
+ * copy of a lease it released is refused at once, and a token of a
+ * generation the buffer never had goes to the owner without writing
+ * the hint, so that the holder's own release is still taken.
+ */
+static void gathered_then_bad(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	uint64_t bad;
+	pthread_t o;
+
+	o = lender_start(p, 3);
+	is_int(asyncpool_release_token(p, tr.tok[0]), 0, "gathering: a lent buffer released");
+	is_int(asyncpool_release_token(p, tr.tok[0]), -ESTALE,
+	       "gathering: its second copy refused at once");
+	is_int(bad_releases(p), 1, "gathering: counted at once");
+	bad = tr.tok[1] + ((uint64_t)5 << 32);
+	is_int(asyncpool_release_token(p, bad), 0, "gathering: a token 5 generations ahead is sent");
+	is_int(asyncpool_release_token(p, tr.tok[1]), 0,
+	       "gathering: the holder's release after it is taken");
+	is_int(asyncpool_release_token(p, tr.tok[2]), 0, "gathering: the third taken");
+	lender_stop(o, "gathering");
+	is_int(asyncpool_cache_flush_all(p), 0, "gathering: flush_all");
+	is_int(bad_releases(p), 2, "gathering: the bad token refused by the owner, once");
+	whole(p, "gathering");
+	is_int(asyncpool_destroy(p), 0, "gathering: destroy");
+}
+
 /* ---- generations past 2^31 ---- */
 
 /*
@@ -845,6 +875,7 @@ int main(void)
 	fork_half_sent();
 	id_reused();
 	bad_token_then_holder();
+	gathered_then_bad();
 	high_generation();
 	waiter_wakes();
 	default_caches();
