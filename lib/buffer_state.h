@@ -123,15 +123,21 @@ static inline uint64_t ap_owned_word(uint32_t o, uint32_t g)
 /*
  * The owner's release of its own lent buffer (owner o, inside its
  * window): CACHED o g -> CACHED o g+1, a load and a store.  false if
- * the word is not that (a stale or double copy, or not ours).
+ * the word is not that (a stale or double copy, or not ours).  word is
+ * ap_owned_word(o, 0), which a loop computes once (the owner's drain).
  */
-static inline bool ap_state_owner_back(ap_word *s, uint32_t o, uint32_t g)
+static inline bool ap_state_owner_back_word(ap_word *s, uint64_t word, uint32_t g)
 {
-	if (ap_state_load(s) != ap_owned_word(o, g))
+	if (ap_state_load(s) != (word | g))
 		return false;
 	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
-	atomic_store_explicit(s, ap_owned_word(o, ap_gen_next(g)), memory_order_relaxed);
+	atomic_store_explicit(s, word | ap_gen_next(g), memory_order_relaxed);
 	return true;
+}
+
+static inline bool ap_state_owner_back(ap_word *s, uint32_t o, uint32_t g)
+{
+	return ap_state_owner_back_word(s, ap_owned_word(o, 0), g);
 }
 
 /* A buffer taken into cache o (a refill, a depot batch): its owner is o. */

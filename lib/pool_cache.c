@@ -1180,11 +1180,8 @@ static bool owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max
 		head++;
 		idx = AP_INBOX_INDEX(tok);
 		g = AP_TOKEN_GEN(tok);
-		/* The owner's decision (ap_state_owner_back), w computed once. */
-		if (idx >= count || ap_state_load(&state[idx]) != (word | g))
+		if (idx >= count || !ap_state_owner_back_word(&state[idx], word, g))
 			continue;       /* refused: counted below */
-		AP_TEST_STALL(AP_TS_CACHE_CLAIM);
-		atomic_store_explicit(&state[idx], word | ap_gen_next(g), memory_order_relaxed);
 		/* The sender wrote it if it could: then the line stays its own. */
 		if (!(AP_TOKEN_INDEX(tok) & AP_INBOX_HINTED))
 			atomic_store_explicit(&released[idx], g, memory_order_relaxed);
