@@ -128,10 +128,14 @@ static inline uint64_t ap_owned_word(uint32_t o, uint32_t g)
  */
 static inline bool ap_state_owner_back_word(ap_word *s, uint64_t word, uint32_t g)
 {
-	if (ap_state_load(s) != (word | g))
+	uint64_t w = word | g;
+
+	if (ap_state_load(s) != w)
 		return false;
 	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
-	atomic_store_explicit(s, word | ap_gen_next(g), memory_order_relaxed);
+	/* word | ap_gen_next(g): w + 1, but at the wrap (a caller that
+	 * ruled it out keeps the add alone). */
+	atomic_store_explicit(s, g + 1 ? w + 1 : word | 1, memory_order_relaxed);
 	return true;
 }
 

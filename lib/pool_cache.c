@@ -353,8 +353,6 @@ static int cache_put(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, u
 	return 0;
 }
 
-/* A release into the calling thread's cache that needs no more: false if not done. */
-
 /*
  * What ap_cache_put_lent() leaves that still needs no more than the
  * calling thread's cache: a shared pool's release, by CAS, into the

@@ -153,7 +153,8 @@ static inline uint32_t ap_owner_hint(struct asyncpool *pool, uint32_t idx)
  * o, for its next step if this one fails), so that another owner's word
  * is not read (its line is that owner's); then the word, CACHED id gen
  * (word is ap_owned_word(id, 0), which a loop computes once), compared
- * and stored as gen + 1; then the released[] hint, so that a copy
+ * and stored as gen + 1 by ap_state_owner_back_word(), the check the
+ * owner's drain decides by too; then the released[] hint, so that a copy
  * released on another thread is refused at once.  false for anything
  * else (another owner's, a lease popped straight from the freelist, a
  * stale or double copy) and for the last generation before the wrap,
@@ -165,13 +166,10 @@ static inline __attribute__((always_inline)) bool
 ap_owner_back(ap_word *state, uint32_t o, _Atomic uint32_t *released, uint32_t id,
 	      uint64_t word, uint32_t idx, uint32_t gen)
 {
-	ap_word *s = &state[idx];
-	uint64_t w = word | gen;
-
-	if (AP_UNLIKELY(o != id || ap_state_load(s) != w || gen + 1 == 0))
+	if (AP_UNLIKELY(o != id || gen + 1 == 0))
 		return false;
-	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
-	atomic_store_explicit(s, w + 1, memory_order_relaxed);
+	if (AP_UNLIKELY(!ap_state_owner_back_word(&state[idx], word, gen)))
+		return false;
 	atomic_store_explicit(&released[idx], gen, memory_order_relaxed);
 	return true;
 }
