@@ -144,6 +144,23 @@ static inline bool ap_state_owner_back(ap_word *s, uint32_t o, uint32_t g)
 	return ap_state_owner_back_word(s, ap_owned_word(o, 0), g);
 }
 
+/*
+ * The owner's release of its own lent buffer in a pool without caches
+ * (pool_cache.c, "Lending without a cache"): CACHED o g -> FREE g, not
+ * yet linked, a load and a store; the caller pushes it.  The pop that
+ * takes it next moves it on to the generation after g, as a flush's
+ * does (ap_state_uncache).  false if the word is not that.  word is
+ * ap_owned_word(o, 0).
+ */
+static inline bool ap_state_owner_free(ap_word *s, uint64_t word, uint32_t g)
+{
+	if (ap_state_load(s) != (word | g))
+		return false;
+	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
+	atomic_store_explicit(s, AP_W_MAKE(AP_K_FREE, 0, g), memory_order_relaxed);
+	return true;
+}
+
 /* A buffer taken into cache o (a refill, a depot batch): its owner is o. */
 static inline void ap_state_own(ap_word *s, uint32_t o)
 {

@@ -176,7 +176,7 @@ AP_EXPORT int asyncpool_destroy(struct asyncpool *pool)
 
 	if (!pool)
 		return -EINVAL;
-	if (pool->cache_size) {
+	if (ap_pool_cached(pool)) {
 		rc = ap_cache_destroy(pool);       /* flushes the caches */
 		if (rc)
 			return rc;
@@ -206,6 +206,16 @@ static __attribute__((noinline)) int acquire_slow(struct asyncpool *pool,
 	if (AP_UNLIKELY(!pool)) {
 		memset(out, 0, sizeof(*out));
 		return -EINVAL;
+	}
+	if (pool->fl.lazy && !pool->cache_size) {
+		/* Lending without a cache (pool_cache.c). */
+		rc = ap_lend_acquire(pool, &idx, &gen);
+		if (AP_UNLIKELY(rc)) {
+			memset(out, 0, sizeof(*out));
+			return rc;
+		}
+		ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);
+		return 0;
 	}
 	if (pool->cache_size) {
 		uint64_t t = ap_cache_take_shared(pool);
@@ -253,7 +263,7 @@ AP_EXPORT size_t asyncpool_available(const struct asyncpool *pool)
 	 * only when they next leave their fast path (man asyncpool_available).
 	 */
 	n = ap_fl_free(&pool->fl);
-	if (pool->cache_size) {
+	if (ap_pool_cached(pool)) {
 		uint32_t transit;
 
 		/* And releases on their way to the buffer's owner (pool_cache.c). */

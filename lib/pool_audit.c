@@ -35,7 +35,7 @@ AP_EXPORT int asyncpool_check(const struct asyncpool *pool)
 	head = atomic_load_explicit(&pool->fl.line->head, memory_order_acquire);
 	rc = ap_freelist_audit(head, pool->fl.state, pool->fl.link, pool->fl.count, seen, &a);
 	free(seen);
-	if (rc || !pool->cache_size)
+	if (rc || !ap_pool_cached(pool))
 		return rc;
 	/* Every cached buffer of a local pool is in a cache of this process,
 	 * or lent by one (buffer_state.h); those of a shared pool may be in

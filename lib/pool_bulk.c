@@ -61,6 +61,8 @@ static void leases_build(struct asyncpool *pool, struct asyncpool_lease *l, unsi
 static unsigned int pop_records(struct asyncpool *pool, char *idx, char *gen, size_t stride,
 				unsigned int n, int *rc)
 {
+	/* A pool that lends without a cache lends these too (pool_cache.c). */
+	struct ap_cache *c = pool->fl.lazy ? ap_lend_enter(pool) : NULL;
 	unsigned int j = 0;
 	uint32_t got;
 
@@ -71,10 +73,14 @@ static unsigned int pop_records(struct asyncpool *pool, char *idx, char *gen, si
 		if (pool->fl.shared && chunk > AP_STEP_WORDS)
 			chunk = AP_STEP_WORDS;
 		*rc = ap_pool_pop_chain(pool, idx + j * stride, gen + j * stride, stride, chunk,
-					chunk, AP_K_LEASED, &got);
+					chunk, c ? AP_K_CACHED : AP_K_LEASED, &got);
 		if (*rc)
 			break;
 		j += chunk;
+	}
+	if (c) {
+		ap_lend_own(pool, c, idx, gen, stride, j);
+		ap_cache_leave(c);
 	}
 	return j;
 }
@@ -115,6 +121,11 @@ static int bulk_begin(struct asyncpool *pool, const void *out, unsigned int n,
 		*c = ap_cache_of(pool);
 		if (*c && !ap_cache_enter(*c))
 			*c = NULL;              /* a flusher has it (pool_cache.h) */
+		if (*c && !(*c)->size) {
+			/* It only lends (pool_cache.c): pop_records() lends. */
+			ap_cache_leave(*c);
+			*c = NULL;
+		}
 	}
 	return 1;
 }
@@ -286,7 +297,7 @@ static int acquire_leases(struct asyncpool *pool, struct ap_cache *c,
  */
 static int bulk_short(struct asyncpool *pool, int rc)
 {
-	return rc == -ENOBUFS && pool->cache_size && ap_cache_flush_others(pool, false) > 0;
+	return rc == -ENOBUFS && ap_pool_cached(pool) && ap_cache_flush_others(pool, false) > 0;
 }
 
 AP_EXPORT int asyncpool_acquire_bulk(struct asyncpool *pool, struct asyncpool_lease *leases,
@@ -601,7 +612,9 @@ static uint32_t own_chunk(struct asyncpool *pool, struct ap_cache *c, const uint
 	uint32_t r;
 
 	if (AP_LIKELY(c && ap_cache_enter(c))) {
-		r = own_tokens(pool, c, tok, k, rest);
+		/* A cache of no entries only lends (pool_cache.c). */
+		r = AP_LIKELY(c->size) ? own_tokens(pool, c, tok, k, rest) :
+					 ap_lend_put(pool, c, tok, k, rest);
 		ap_cache_leave(c);
 		return AP_UNLIKELY(r) ? own_rest(pool, rest, r) : 0;
 	}
@@ -810,7 +823,8 @@ static __attribute__((noinline)) int acquire_tokens_rest(struct asyncpool *pool,
 	if (n == 1 && tokens && pool && !pool->cache_size) {
 		uint32_t idx, gen;
 
-		rc = ap_pool_pop(pool, AP_K_LEASED, &idx, &gen);
+		rc = pool->fl.lazy ? ap_lend_acquire(pool, &idx, &gen) :
+				     ap_pool_pop(pool, AP_K_LEASED, &idx, &gen);
 		tokens[0] = rc ? 0 : AP_TOKEN_MAKE(gen, idx);
 		return rc;
 	}

@@ -54,6 +54,8 @@ static void owner_leave_thread(struct ap_cache *c);
 static int owner_send(struct asyncpool *pool, uint32_t o, const uint64_t *tok, uint32_t k,
 		      bool locked);
 static bool owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max);
+static bool lend_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max);
+static int lend_back(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, uint32_t gen);
 static uint32_t owner_id_take(struct asyncpool *pool, struct ap_cache *c);
 static int owner_table_init(struct asyncpool *pool);
 static void owner_table_free(struct asyncpool *pool);
@@ -195,18 +197,73 @@ static void tc_sweep(struct ap_tcache *t)
 	t->n -= j;
 }
 
+/* A cache of pool's size for thread table t, not yet registered. */
+static struct ap_cache *cache_alloc(struct asyncpool *pool, struct ap_tcache *t)
+{
+	/* Whole cache lines of its own: no false sharing with a neighbour. */
+	size_t size = ap_align_up(sizeof(struct ap_cache) +
+				  2 * (size_t)pool->cache_size * sizeof(uint32_t), AP_CACHE_LINE);
+	struct ap_cache *c = aligned_alloc(AP_CACHE_LINE, size);
+
+	if (!c)
+		return NULL;
+	memset(c, 0, size);
+	c->size = pool->cache_size;
+	c->gen = &c->idx[c->size];
+	c->batch = pool->cache_batch;
+	c->owner = t;
+	return c;
+}
+
+/*
+ * Entry i of thread table t is a cache of no entries (the thread used
+ * pool before asyncpool_set_cache gave it caches): replaced by one of
+ * the pool's size, with the same owner id, inbox, lent count and
+ * outboxes, in the registry and the table.  The calling thread is its
+ * owner, outside it; the lock keeps flushers off.  The old one if out
+ * of memory.
+ */
+static struct ap_cache *cache_grow(struct asyncpool *pool, struct ap_tcache *t, uint32_t i)
+{
+	struct ap_cache *old = t->v[i], *c;
+
+	pthread_mutex_lock(&ap_cache_lock);
+	if (old->pool != pool || !(c = cache_alloc(pool, t))) {
+		pthread_mutex_unlock(&ap_cache_lock);
+		return old;
+	}
+	c->id = old->id;
+	c->box = old->box;
+	c->lent = old->lent;
+	c->bypass = old->bypass;
+	memcpy(c->outbox, old->outbox, sizeof(c->outbox));
+	c->reg_next = old->reg_next;
+	c->reg_pprev = old->reg_pprev;
+	*c->reg_pprev = c;
+	if (c->reg_next)
+		c->reg_next->reg_pprev = &c->reg_next;
+	c->pool = pool;
+	t->v[i] = c;
+	pthread_mutex_unlock(&ap_cache_lock);
+	free(old);
+	return c;
+}
+
 /* This thread's cache of pool, created on first use; NULL if none. */
 static struct ap_cache *cache_get(struct asyncpool *pool, bool create)
 {
 	struct ap_tcache *t = ap_tc_table;
 	struct ap_cache *c;
-	size_t size;
 
 	if (t)
 		for (uint32_t i = 0; i < t->n; i++)
-			if (t->v[i]->pool == pool)
-				return ap_tc_last = t->v[i];
-	if (!create || !pool->cache_size || !ap_tc_key_ok)
+			if (t->v[i]->pool == pool) {
+				c = t->v[i];
+				if (AP_UNLIKELY(!c->size && pool->cache_size && create))
+					c = cache_grow(pool, t, i);
+				return ap_tc_last = c;
+			}
+	if (!create || !ap_pool_cached(pool) || !ap_tc_key_ok)
 		return NULL;
 	if (!t) {
 		t = calloc(1, sizeof(*t));
@@ -218,17 +275,9 @@ static struct ap_cache *cache_get(struct asyncpool *pool, bool create)
 		}
 		ap_tc_table = t;
 	}
-	/* Whole cache lines of its own: no false sharing with a neighbour. */
-	size = ap_align_up(sizeof(*c) + 2 * (size_t)pool->cache_size * sizeof(uint32_t),
-			   AP_CACHE_LINE);
-	c = aligned_alloc(AP_CACHE_LINE, size);
+	c = cache_alloc(pool, t);
 	if (!c)
 		return NULL;
-	memset(c, 0, size);
-	c->size = pool->cache_size;
-	c->gen = &c->idx[c->size];
-	c->batch = pool->cache_batch;
-	c->owner = t;
 	pthread_mutex_lock(&ap_cache_lock);
 	tc_sweep(t);
 	if (t->n == t->cap) {
@@ -409,6 +458,22 @@ static __attribute__((noinline)) int cache_release_slow(struct asyncpool *pool, 
  */
 int ap_cache_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 {
+	struct ap_cache *c = ap_tc_last;
+
+	/* Lending without a cache: the owner's own release (below). */
+	if (c->pool == pool && !c->size && idx < pool->fl.count && ap_cache_enter(c)) {
+		if (atomic_load_explicit(&pool->owner_of[idx], memory_order_relaxed) == c->id) {
+			/* Ours: only we write its word and this hint. */
+			int rc = lend_back(pool, c, idx, gen);
+
+			ap_cache_leave(c);
+			if (rc == -EALREADY)
+				ap_fl_count_bad_release(&pool->fl, 1);
+			return rc;
+		}
+		ap_cache_leave(c);
+		return ap_owner_release(pool, idx, gen);
+	}
 	if (AP_LIKELY(cache_put_other(pool, idx, gen)))
 		return 0;
 	return cache_release_slow(pool, idx, gen);
@@ -520,6 +585,15 @@ static int cache_acquire_once(struct asyncpool *pool, struct asyncpool_lease *ou
 		ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);
 		return 0;
 	}
+	if (AP_UNLIKELY(!c->size)) {
+		/* A cache of no entries, made before the pool had caches
+		 * (asyncpool_set_cache): it lends only (below). */
+		ap_cache_leave(c);
+		rc = ap_lend_acquire(pool, &idx, &gen);
+		if (!rc)
+			ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);
+		return rc;
+	}
 	for (;;) {
 		uint32_t n = ap_cache_n(c);
 
@@ -558,7 +632,7 @@ int ap_cache_acquire_slow(struct asyncpool *pool, struct asyncpool_lease *out)
 	int rc;
 
 	ap_cache_honour_flush(pool);
-	if (pool->boxes && ap_tc_last->pool == pool)
+	if (pool->boxes && ap_tc_last->pool == pool && ap_tc_last->size)
 		/* Its cache ran dry: what it released for others goes now. */
 		owner_send_all(pool, ap_tc_last);
 	rc = cache_acquire_once(pool, out);
@@ -661,34 +735,43 @@ uint32_t ap_cache_count(const struct asyncpool *pool, int64_t *lent, uint32_t *t
  */
 int ap_pool_cache_init(struct asyncpool *pool, uint32_t cache_size)
 {
+	bool lending;
+
 	if (!pool || cache_size > ASYNCPOOL_CACHE_MAX || cache_size > pool->fl.count)
 		return -EINVAL;
 	if (pool->cache_size)
 		return -EEXIST;
-	if (!cache_size)
+	/* A shared pool without caches has none; a local one lends (below). */
+	if (!cache_size && pool->shared)
 		return 0;
 	pthread_once(&ap_tc_once, tc_init_once);
 	if (!ap_tc_key_ok)
-		return -ENOMEM;
-	pool->cache_batch = (cache_size + 1) / 2;      /* the depot's slots hold one */
+		return cache_size ? -ENOMEM : 0;
 	/* A local pool's caches lend: a release or adoption by index then
-	 * asks the caches, which needs membarrier(2) (ap_cache_lease_gen). */
-	pool->fl.lazy = !pool->shared && mb_available();
-	pool->fl.lent_tag = pool->fl.lazy ? AP_LENT : AP_NO_LENT;
-	if (!pool->shared && ap_depot_init(pool))
+	 * asks the caches, which needs membarrier(2) (ap_cache_lease_gen).
+	 * Without it, a local pool without caches is the plain freelist. */
+	lending = pool->fl.lazy;        /* already, without a cache */
+	if (!cache_size && (lending || !mb_available()))
+		return 0;
+	pool->cache_batch = (cache_size + 1) / 2;      /* the depot's slots hold one */
+	if (cache_size && !pool->shared && ap_depot_init(pool))
 		return -ENOMEM;
-	if (pool->fl.lazy && owner_table_init(pool)) {
+	if (!lending && !pool->shared && mb_available() && owner_table_init(pool)) {
 		ap_depot_free(pool);
-		return -ENOMEM;
+		return cache_size ? -ENOMEM : 0;
 	}
 	pthread_mutex_lock(&ap_cache_lock);
+	pool->fl.lazy = !pool->shared && mb_available();
+	pool->fl.lent_tag = pool->fl.lazy ? AP_LENT : AP_NO_LENT;
 	pool->cache_size = cache_size;
 	pool->release_fn = ap_cache_recycle;
-	pool->cached_next = ap_cached_pools;
-	if (ap_cached_pools)
-		ap_cached_pools->cached_pprev = &pool->cached_next;
-	pool->cached_pprev = &ap_cached_pools;
-	ap_cached_pools = pool;
+	if (!pool->cached_pprev) {
+		pool->cached_next = ap_cached_pools;
+		if (ap_cached_pools)
+			ap_cached_pools->cached_pprev = &pool->cached_next;
+		pool->cached_pprev = &ap_cached_pools;
+		ap_cached_pools = pool;
+	}
 	pthread_mutex_unlock(&ap_cache_lock);
 	return 0;
 }
@@ -735,7 +818,7 @@ AP_EXPORT int asyncpool_cache_flush(struct asyncpool *pool)
 
 	if (!pool)
 		return -EINVAL;
-	if (!pool->cache_size)
+	if (!ap_pool_cached(pool))
 		return 0;
 	c = cache_get(pool, false);
 	if (!c)
@@ -820,7 +903,7 @@ int ap_cache_flush_others(struct asyncpool *pool, bool force)
 	bool any = force;
 	int rc = 0;
 
-	if (!pool->cache_size)
+	if (!ap_pool_cached(pool))
 		return 0;
 	pthread_mutex_lock(&ap_cache_lock);
 	for (struct ap_cache *c = pool->caches; c && !any; c = c->reg_next)
@@ -860,7 +943,7 @@ int ap_cache_flush_others(struct asyncpool *pool, bool force)
 /* A thread of this process starts or stops waiting for a buffer of pool. */
 void ap_cache_wait_begin(struct asyncpool *pool)
 {
-	if (!pool->cache_size)
+	if (!ap_pool_cached(pool))
 		return;
 	pthread_mutex_lock(&ap_cache_lock);
 	if (pool->local_waiters++ == 0 && bypass_all(pool)) {
@@ -877,7 +960,7 @@ void ap_cache_wait_begin(struct asyncpool *pool)
 
 void ap_cache_wait_end(struct asyncpool *pool)
 {
-	if (!pool->cache_size)
+	if (!ap_pool_cached(pool))
 		return;
 	pthread_mutex_lock(&ap_cache_lock);
 	pool->local_waiters--;
@@ -1167,6 +1250,8 @@ static bool owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max
 
 	if (head == atomic_load_explicit(&b->tail, memory_order_relaxed))
 		return false;
+	if (!size)
+		return lend_drain(pool, c, max);
 	while (head != end) {
 		_Atomic uint64_t *slot = &b->slot[head & mask];
 		uint64_t tok = atomic_load_explicit(slot, memory_order_acquire);
@@ -1394,7 +1479,9 @@ int ap_owner_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 		o = AP_W_OWNER(w);
 		if (AP_W_KIND(w) == AP_K_LEASED) {
 			/* Lent by no one: into our cache by CAS, or to the freelist. */
-			if (inside) {
+			if (inside && !c->size) {
+				ap_cache_leave(c);      /* it only lends */
+			} else if (inside) {
 				n = ap_cache_n(c);
 				if (n == c->size) {
 					ap_cache_flush_batch(c);
@@ -1418,6 +1505,15 @@ int ap_owner_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 		}
 		if (w != ap_owned_word(o, gen) || !gen || !box_of(pool, o))
 			goto stale;
+	}
+	if (inside && c->id == o && !c->size) {
+		/* Ours, lent without a cache: straight back to the freelist. */
+		int rc = lend_back(pool, c, idx, gen);
+
+		ap_cache_leave(c);
+		if (rc == -EALREADY)
+			ap_fl_count_bad_release(&pool->fl, 1);
+		return rc;
 	}
 	if (inside && c->id == o) {
 		/* Ours, and the fast path found the cache full. */
@@ -1490,4 +1586,194 @@ stale:
 		ap_cache_leave(c);
 	ap_fl_count_bad_release(&pool->fl, 1);
 	return -EALREADY;
+}
+
+/* ---- lending without a cache ---- */
+
+/*
+ * Lending without a cache (since 1.4, issue 22): a local pool with
+ * cache_size 0 gives each thread that uses it an owner id and a cache
+ * of no entries, which only lends.  An acquire pops one buffer and owns
+ * it (CACHED id g, as a refill's buffers are); the owner's release
+ * decides it with a load and a store (ap_state_owner_free) and pushes it
+ * straight back; a release on another thread goes to the owner's inbox
+ * in a batch, as in a pool with caches, and the owner pushes what it
+ * takes from there as one chain at its next acquire.  So no free buffer
+ * waits in a thread, no release needs a CAS on the buffer's word, and in
+ * a hand-off only the acquiring thread touches the freelist's head.
+ * Everything else (flushers, waiters, thread exit, fork, the audit) is
+ * the ownership of a pool with caches, with caches that hold nothing.
+ */
+
+/* Buffer idx, lent by cache c (entered) at gen, made free by c, not yet linked. */
+static inline bool lend_free(struct asyncpool *pool, uint64_t word, uint32_t idx, uint32_t gen,
+			     bool hinted)
+{
+	if (AP_UNLIKELY(!gen || !ap_state_owner_free(&pool->fl.state[idx], word, gen)))
+		return false;
+	/* No owner from now on: a copy released later finds the word free. */
+	atomic_store_explicit(&pool->owner_of[idx], 0, memory_order_relaxed);
+	if (!hinted)
+		atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
+	return true;
+}
+
+/*
+ * The owner's release of a buffer it lent (c entered, of no entries):
+ * 0, -EALREADY if the word says otherwise (not counted here), or the
+ * push's error (a corrupt list, counted; the buffer stays lent).
+ */
+static int lend_back(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, uint32_t gen)
+{
+	uint64_t word = ap_owned_word(c->id, 0);
+	int rc;
+
+	if (!lend_free(pool, word, idx, gen, false))
+		return -EALREADY;
+	rc = ap_fl_push(&pool->fl, idx);
+	if (AP_UNLIKELY(rc)) {
+		atomic_store_explicit(&pool->fl.state[idx], word | gen, memory_order_relaxed);
+		atomic_store_explicit(&pool->owner_of[idx], c->id, memory_order_relaxed);
+		return rc;
+	}
+	ap_cache_add_lent(c, -1);
+	return 0;
+}
+
+/*
+ * owner_drain() of a cache of no entries (entered): each token decided
+ * as lend_back() decides, and what it took pushed back, one chain per
+ * AP_OUTBOX_BATCH.  At most max tokens; true if any.
+ */
+static bool lend_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max)
+{
+	struct ap_inbox *b = c->box;
+	const uint64_t word = ap_owned_word(c->id, 0);
+	const uint32_t count = pool->fl.count, head0 = b->head;
+	uint32_t chain[AP_OUTBOX_BATCH], n = 0, taken = 0;
+	uint64_t tok;
+
+	while (b->head - head0 < max && (tok = ap_inbox_next(b)) != 0) {
+		uint32_t idx = AP_INBOX_INDEX(tok);
+
+		if (idx >= count || !lend_free(pool, word, idx, AP_TOKEN_GEN(tok),
+					       AP_TOKEN_INDEX(tok) & AP_INBOX_HINTED))
+			continue;       /* refused: counted below */
+		chain[n++] = idx;
+		if (n == AP_OUTBOX_BATCH) {
+			(void)ap_fl_push_chain(&pool->fl, chain, n);
+			taken += n;
+			n = 0;
+		}
+	}
+	if (n)
+		(void)ap_fl_push_chain(&pool->fl, chain, n);
+	taken += n;
+	ap_cache_add_lent(c, -(int64_t)taken);
+	ap_inbox_done(b);
+	if (b->head - head0 != taken)
+		ap_fl_count_bad_release(&pool->fl, b->head - head0 - taken);
+	return b->head != head0;
+}
+
+struct ap_cache *ap_lend_enter(struct asyncpool *pool)
+{
+	struct ap_cache *c = ap_cache_of(pool);
+	struct ap_inbox *b;
+
+	if (!c || c->size || !(b = c->box) || !ap_cache_enter(c))
+		return NULL;
+	if (b->head != atomic_load_explicit(&b->tail, memory_order_relaxed))
+		(void)lend_drain(pool, c, b->mask + 1);
+	return c;
+}
+
+void ap_lend_own(struct asyncpool *pool, struct ap_cache *c, const char *idx, const char *gen,
+		 size_t stride, uint32_t n)
+{
+	for (uint32_t j = 0; j < n; j++) {
+		uint32_t i, g;
+
+		memcpy(&i, idx + j * stride, sizeof(i));
+		memcpy(&g, gen + j * stride, sizeof(g));
+		ap_state_own(&pool->fl.state[i], c->id);
+		/* As cache_own(): the hint is not behind. */
+		atomic_store_explicit(&pool->released[i], ap_gen_prev(g), memory_order_relaxed);
+		atomic_store_explicit(&pool->owner_of[i], c->id, memory_order_relaxed);
+	}
+	ap_cache_add_lent(c, n);
+}
+
+/* One buffer, lent by the calling thread's cache if it can (else leased): 0 or -errno. */
+static int lend_pop(struct asyncpool *pool, uint32_t *idx, uint32_t *gen)
+{
+	struct ap_cache *c = ap_lend_enter(pool);
+	int rc = ap_pool_pop(pool, c ? AP_K_CACHED : AP_K_LEASED, idx, gen);
+
+	if (c) {
+		if (!rc)
+			ap_lend_own(pool, c, (const char *)idx, (const char *)gen, 0, 1);
+		ap_cache_leave(c);
+	}
+	return rc;
+}
+
+int ap_lend_acquire(struct asyncpool *pool, uint32_t *idx, uint32_t *gen)
+{
+	struct ap_cache *c = ap_tc_last;
+	int rc;
+
+	/* The thread's cache used last is this pool's: lend_pop(), inline. */
+	if (AP_LIKELY(c->pool == pool && !c->size && ap_cache_enter(c))) {
+		struct ap_inbox *b = c->box;
+
+		if (AP_UNLIKELY(b->head != atomic_load_explicit(&b->tail, memory_order_relaxed)))
+			(void)lend_drain(pool, c, b->mask + 1);
+		rc = ap_pool_pop(pool, AP_K_CACHED, idx, gen);
+		if (AP_LIKELY(!rc)) {
+			/* Popped: the word is ours alone; as ap_lend_own(). */
+			atomic_store_explicit(&pool->fl.state[*idx], ap_owned_word(c->id, *gen),
+					      memory_order_relaxed);
+			atomic_store_explicit(&pool->released[*idx], ap_gen_prev(*gen),
+					      memory_order_relaxed);
+			atomic_store_explicit(&pool->owner_of[*idx], c->id, memory_order_relaxed);
+			ap_cache_add_lent(c, 1);
+		}
+		ap_cache_leave(c);
+	} else {
+		rc = lend_pop(pool, idx, gen);
+	}
+
+	/* Releases on their way to an owner come back, as for a pool with
+	 * caches (ap_cache_acquire_slow), then one more try. */
+	if (rc == -ENOBUFS && ap_cache_flush_others(pool, false) > 0)
+		rc = lend_pop(pool, idx, gen);
+	return rc;
+}
+
+uint32_t ap_lend_put(struct asyncpool *pool, struct ap_cache *c, const uint64_t *tok, uint32_t k,
+		     uint64_t *rest)
+{
+	const uint64_t word = ap_owned_word(c->id, 0);
+	uint32_t chain[AP_OUTBOX_BATCH], n = 0, r = 0, taken = 0;
+
+	for (uint32_t j = 0; j < k; j++) {
+		uint32_t idx = AP_TOKEN_INDEX(tok[j]);
+
+		if (AP_LIKELY(atomic_load_explicit(&pool->owner_of[idx], memory_order_relaxed) ==
+			      c->id && lend_free(pool, word, idx, AP_TOKEN_GEN(tok[j]), false))) {
+			chain[n++] = idx;
+			if (n == AP_OUTBOX_BATCH) {
+				(void)ap_fl_push_chain(&pool->fl, chain, n);
+				taken += n;
+				n = 0;
+			}
+		} else {
+			rest[r++] = tok[j];
+		}
+	}
+	if (n)
+		(void)ap_fl_push_chain(&pool->fl, chain, n);
+	ap_cache_add_lent(c, -(int64_t)(taken + n));
+	return r;
 }

@@ -79,6 +79,16 @@ struct asyncpool {
 	uint32_t                 sibling_count;
 };
 
+/*
+ * Whether pool has per-thread caches (pool_cache.c): caches of
+ * cache_size entries, or, in a local pool without them, caches of no
+ * entries that only lend (pool_cache.c, "Lending without a cache").
+ */
+static inline bool ap_pool_cached(const struct asyncpool *pool)
+{
+	return pool->cache_size || pool->fl.lazy;
+}
+
 /* A lease on buffer idx of pool, generation gen, given back through fn. */
 static inline void ap_pool_lease(struct asyncpool *pool, uint32_t idx, uint32_t gen,
 				 ap_release_token_fn *fn, struct asyncpool_lease *out)

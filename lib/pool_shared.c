@@ -187,7 +187,7 @@ static __attribute__((noinline)) int release_token_rest(struct asyncpool *pool, 
 	int rc;
 
 	/* Into the calling thread's cache, as a lease's release goes. */
-	if (pool->cache_size)
+	if (ap_pool_cached(pool))
 		rc = ap_cache_release(pool, AP_TOKEN_INDEX(token), AP_TOKEN_GEN(token));
 	else
 		rc = ap_fl_release(&pool->fl, AP_TOKEN_INDEX(token), AP_TOKEN_GEN(token));

@@ -13,5 +13,25 @@
 #include "../lib/pool_internal.h"
 #include "../lib/pool_cache.h"
 #include "../lib/attach_rec.h"
+#include "tap.h"
+#include "testutil.h"
+
+/*
+ * A local pool that is the freelist alone, for the tests of freelist.c
+ * and buffer_state.h: asyncpool_create_opts() gives a local pool without
+ * caches caches that lend (pool_cache.c), whose acquires leave CACHED
+ * words; this one's leave LEASED ones.
+ */
+static inline struct asyncpool *make_freelist_pool(struct asyncpool_proactor *p,
+						   size_t buffer_size, uint32_t count)
+{
+	struct asyncpool_region *r = make_region(p, buffer_size, count, ASYNCPOOL_ACCESS_READ);
+	struct asyncpool *pool;
+
+	if (ap_pool_create_bare(r, &pool))
+		bail_out("a freelist pool of %u x %zu", count, buffer_size);
+	asyncpool_region_unref(r);
+	return pool;
+}
 
 #endif

@@ -60,7 +60,7 @@ int main(void)
 
 	if (asyncpool_proactor_create_memory(&p))
 		bail_out("proactor");
-	pool = make_pool(p, 64, 4, 0);
+	pool = make_freelist_pool(p, 64, 4);
 	plan(29);
 
 	/* acquire under a head that never holds still */

@@ -45,7 +45,10 @@
 #include "hooks.h"
 
 #define CAP 64
-#define CACHE 16
+/* Each case runs twice: caches of 16, then none (a local pool without
+ * caches lends too: pool_cache.c, "Lending without a cache"). */
+static uint32_t cache_size;
+#define CACHE cache_size
 
 static struct asyncpool_proactor *proactor;
 
@@ -865,19 +868,23 @@ int main(void)
 {
 	if (asyncpool_proactor_create_memory(&proactor))
 		bail_out("proactor");
-	local_against_remote(false);
-	local_against_remote(true);
-	stale_at_once();
-	settled_late();
-	in_transit();
-	owner_exits();
-	wait_fd_inbox();
-	fork_half_sent();
-	id_reused();
-	bad_token_then_holder();
-	gathered_then_bad();
-	high_generation();
-	waiter_wakes();
+	for (int pass = 0; pass < 2; pass++) {
+		cache_size = pass ? 0 : 16;
+		diag("pools with cache_size %u", cache_size);
+		local_against_remote(false);
+		local_against_remote(true);
+		stale_at_once();
+		settled_late();
+		in_transit();
+		owner_exits();
+		wait_fd_inbox();
+		fork_half_sent();
+		id_reused();
+		bad_token_then_holder();
+		gathered_then_bad();
+		high_generation();
+		waiter_wakes();
+	}
 	default_caches();
 	asyncpool_proactor_destroy(proactor);
 	return done_testing();

@@ -301,11 +301,11 @@ static void reset_state(void)
 	memset(st, 0, sizeof(*st));
 }
 
-/* Phase 1: one process, many threads, a pool from asyncpool_create(). */
+/* Phase 1: one process, many threads, a local pool that is its freelist alone. */
 static void phase_threads(struct asyncpool_proactor *p, uint32_t threads)
 {
 	capacity = holds(1, threads);
-	pool = make_pool(p, BUFFER_SIZE, capacity, 0);
+	pool = make_freelist_pool(p, BUFFER_SIZE, capacity);
 	slab_base = asyncpool_region_base(asyncpool_region(pool));
 	reset_state();
 	diag("threads: %u threads x %ld operations on %u buffers", threads, iterations, capacity);
