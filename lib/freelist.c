@@ -211,17 +211,22 @@ static inline __attribute__((always_inline)) int pop_one(struct ap_freelist *fl,
 	return -EUCLEAN;
 }
 
-int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *gen)
+/* A pop with a step: out of line, so that a pool without attachment pops with no spill. */
+static __attribute__((noinline)) int pop_attached(struct ap_freelist *fl, uint32_t kind,
+						  uint32_t *idx, uint32_t *gen)
 {
-	struct ap_step *st;
-	int rc;
+	struct ap_step *st = step_begin(fl);
+	int rc = pop_one(fl, kind, idx, gen, st);
 
-	if (!fl->att)
-		return pop_one(fl, kind, idx, gen, NULL);
-	st = step_begin(fl);
-	rc = pop_one(fl, kind, idx, gen, st);
 	step_end(fl, st);
 	return rc;
+}
+
+int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *gen)
+{
+	if (fl->att)
+		return pop_attached(fl, kind, idx, gen);
+	return pop_one(fl, kind, idx, gen, NULL);
 }
 
 /* Give back buffers a chain pop marked (its own: a store, at the generations they had), then retry. */

@@ -1605,16 +1605,18 @@ stale:
  * the ownership of a pool with caches, with caches that hold nothing.
  */
 
-/* Buffer idx, lent by cache c (entered) at gen, made free by c, not yet linked. */
-static inline bool lend_free(struct asyncpool *pool, uint64_t word, uint32_t idx, uint32_t gen,
-			     bool hinted)
+/*
+ * Buffer idx, lent by cache c (entered) at gen, made free by c, not yet
+ * linked.  No owner from now on: a copy released later reads the word,
+ * which is free, or another owner's at a later generation.  The
+ * released[] hint is left: it matters only while an owner holds the
+ * buffer, and the pop that lends it next writes it (ap_lend_own).
+ */
+static inline bool lend_free(struct asyncpool *pool, uint64_t word, uint32_t idx, uint32_t gen)
 {
 	if (AP_UNLIKELY(!gen || !ap_state_owner_free(&pool->fl.state[idx], word, gen)))
 		return false;
-	/* No owner from now on: a copy released later finds the word free. */
 	atomic_store_explicit(&pool->owner_of[idx], 0, memory_order_relaxed);
-	if (!hinted)
-		atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
 	return true;
 }
 
@@ -1628,7 +1630,7 @@ static int lend_back(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, u
 	uint64_t word = ap_owned_word(c->id, 0);
 	int rc;
 
-	if (!lend_free(pool, word, idx, gen, false))
+	if (!lend_free(pool, word, idx, gen))
 		return -EALREADY;
 	rc = ap_fl_push(&pool->fl, idx);
 	if (AP_UNLIKELY(rc)) {
@@ -1656,8 +1658,7 @@ static bool lend_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max)
 	while (b->head - head0 < max && (tok = ap_inbox_next(b)) != 0) {
 		uint32_t idx = AP_INBOX_INDEX(tok);
 
-		if (idx >= count || !lend_free(pool, word, idx, AP_TOKEN_GEN(tok),
-					       AP_TOKEN_INDEX(tok) & AP_INBOX_HINTED))
+		if (idx >= count || !lend_free(pool, word, idx, AP_TOKEN_GEN(tok)))
 			continue;       /* refused: counted below */
 		chain[n++] = idx;
 		if (n == AP_OUTBOX_BATCH) {
@@ -1761,7 +1762,7 @@ uint32_t ap_lend_put(struct asyncpool *pool, struct ap_cache *c, const uint64_t 
 		uint32_t idx = AP_TOKEN_INDEX(tok[j]);
 
 		if (AP_LIKELY(atomic_load_explicit(&pool->owner_of[idx], memory_order_relaxed) ==
-			      c->id && lend_free(pool, word, idx, AP_TOKEN_GEN(tok[j]), false))) {
+			      c->id && lend_free(pool, word, idx, AP_TOKEN_GEN(tok[j])))) {
 			chain[n++] = idx;
 			if (n == AP_OUTBOX_BATCH) {
 				(void)ap_fl_push_chain(&pool->fl, chain, n);

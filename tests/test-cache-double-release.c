@@ -22,7 +22,7 @@
  * one releaser between its check of the word and its CAS
  * (AP_TS_CACHE_CLAIM, AP_TS_RELEASE_CLAIM: lib/test_stall.h) until the
  * other's release is complete, into its own cache or to the freelist of
- * a pool without caches.  Exactly one of the two must win, the other be
+ * a shared pool without caches (a local one lends without them).  Exactly one of the two must win, the other be
  * refused (-ESTALE) and counted, and the pool stay whole; a claim made
  * of a check and a plain store lets both win
  * (tests/mutants/cache-release-plain-store, release-claim-plain-store).
@@ -299,11 +299,14 @@ int main(void)
 			bail_out("create_shared");
 		race_pair(pool, "shared layout", false);
 		is_int(asyncpool_destroy(pool), 0, "shared layout: destroy");
-		/* no caches: both releases go to the freelist */
-		/* asyncpool_create() has caches by default: set_cache 0 takes them back. */
+		/* no caches: a local pool still lends (pool_cache.c, "Lending
+		 * without a cache"), so the owner decides as above; a shared
+		 * layout's releases both go to the freelist, by CAS.
+		 * asyncpool_create() has caches by default: set_cache 0 takes
+		 * them back. */
 		if (asyncpool_create(region, &pool) || asyncpool_set_cache(pool, 0))
 			bail_out("create");
-		race_pair(pool, "local pool, no cache", false);
+		race_pair(pool, "local pool, no cache", true);
 		is_int(asyncpool_destroy(pool), 0, "local pool, no cache: destroy");
 		memset(mem, 0, mem_size);
 		if (asyncpool_create_shared(mem, mem_size, region, &pool))

@@ -86,15 +86,20 @@ static void test_options(void)
 	asyncpool_acquire(pool, &l);
 	asyncpool_lease_release(&l);
 	is_int(ap_fl_count(&pool->fl), 16, "set_cache 0: the release still went to the freelist");
+	is_int(asyncpool_acquire(pool, &lp), 0, "set_cache 0: a lease lent without a cache");
 	is_int(asyncpool_set_cache(pool, 4), 0, "set_cache: turn caches on");
 	is_int(asyncpool_acquire(pool, &l), 0, "set_cache: acquire");
 	/* This thread used the pool without caches: its cache of no
 	 * entries grew to the new size, and refilled a batch of 2. */
-	is_int(ap_fl_count(&pool->fl), 14, "set_cache: the acquire refilled this thread's cache");
+	is_int(ap_fl_count(&pool->fl), 13, "set_cache: the acquire refilled this thread's cache");
+	is_int(asyncpool_check(pool), 0,
+	       "set_cache: the audit is exact, with a lease lent before the cache grew");
 	asyncpool_lease_release(&l);
+	asyncpool_lease_release(&lp);
 	/* a refill took a batch (2 of a cache of 4) off the freelist, and
-	 * the release put the buffer back into this thread's cache */
-	is_int(ap_fl_count(&pool->fl), 14, "set_cache: the batch is in this thread's cache");
+	 * both releases put their buffer back into this thread's cache */
+	is_int(ap_fl_count(&pool->fl), 13, "set_cache: the batch is in this thread's cache");
+	is_int(asyncpool_check(pool), 0, "set_cache: the audit is exact with every lease back");
 	is_int(asyncpool_available(pool), 16, "available counts cached buffers");
 	is_int(asyncpool_destroy(pool), 0, "destroy");
 	is_int(asyncpool_create_opts(r, NULL, &pool), 0, "opts: NULL is the defaults");
