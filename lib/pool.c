@@ -132,7 +132,9 @@ AP_EXPORT int asyncpool_create(struct asyncpool_region *r, struct asyncpool **ou
 		*out = NULL;
 		return rc;
 	}
-	(*out)->cache_default = true;
+	/* Only caches with entries give way; a small pool's lend only,
+	 * as asyncpool_create_opts()'s without caches. */
+	(*out)->cache_default = (*out)->cache_size != 0;
 	return 0;
 }
 
@@ -207,16 +209,8 @@ static __attribute__((noinline)) int acquire_slow(struct asyncpool *pool,
 		memset(out, 0, sizeof(*out));
 		return -EINVAL;
 	}
-	if (pool->fl.lazy && !pool->cache_size) {
-		/* Lending without a cache (pool_cache.c). */
-		rc = ap_lend_acquire(pool, &idx, &gen);
-		if (AP_UNLIKELY(rc)) {
-			memset(out, 0, sizeof(*out));
-			return rc;
-		}
-		ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);
-		return 0;
-	}
+	if (pool->fl.lazy && !pool->cache_size)
+		return ap_lend_lease(pool, out);       /* lending without a cache */
 	if (pool->cache_size) {
 		uint64_t t = ap_cache_take_shared(pool);
 

@@ -55,6 +55,7 @@ static int owner_send(struct asyncpool *pool, uint32_t o, const uint64_t *tok, u
 		      bool locked);
 static bool owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max);
 static bool lend_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max);
+static inline bool lend_free(struct asyncpool *pool, uint64_t word, uint32_t idx, uint32_t gen);
 static int lend_back(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, uint32_t gen);
 static uint32_t owner_id_take(struct asyncpool *pool, struct ap_cache *c);
 static int owner_table_init(struct asyncpool *pool);
@@ -348,6 +349,9 @@ int ap_cache_fill(struct asyncpool *pool, struct ap_cache *c, uint32_t min, uint
 	uint32_t n, got = 0;
 	int rc;
 
+	/* A cache of no entries only lends (below): its callers pop instead. */
+	if (AP_UNLIKELY(!c->size))
+		return -ENOBUFS;
 	/* What others sent back first: it is ours already, and no atomic. */
 	if (c->box && owner_drain(pool, c, max) && ap_cache_n(c) >= min)
 		return 0;
@@ -463,13 +467,18 @@ int ap_cache_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 	/* Lending without a cache: the owner's own release (below). */
 	if (c->pool == pool && !c->size && idx < pool->fl.count && ap_cache_enter(c)) {
 		if (atomic_load_explicit(&pool->owner_of[idx], memory_order_relaxed) == c->id) {
-			/* Ours: only we write its word and this hint. */
-			int rc = lend_back(pool, c, idx, gen);
+			/* Ours: only we write its word and this hint; free
+			 * and not linked once we leave, so the push may
+			 * come after (a flusher leaves a free word alone). */
+			bool ok = lend_free(pool, ap_owned_word(c->id, 0), idx, gen);
 
+			if (AP_LIKELY(ok))
+				ap_cache_add_lent(c, -1);
 			ap_cache_leave(c);
-			if (rc == -EALREADY)
-				ap_fl_count_bad_release(&pool->fl, 1);
-			return rc;
+			if (AP_LIKELY(ok))
+				return ap_fl_push(&pool->fl, idx);
+			ap_fl_count_bad_release(&pool->fl, 1);
+			return -EALREADY;
 		}
 		ap_cache_leave(c);
 		return ap_owner_release(pool, idx, gen);
@@ -1750,6 +1759,19 @@ int ap_lend_acquire(struct asyncpool *pool, uint32_t *idx, uint32_t *gen)
 	if (rc == -ENOBUFS && ap_cache_flush_others(pool, false) > 0)
 		rc = lend_pop(pool, idx, gen);
 	return rc;
+}
+
+int ap_lend_lease(struct asyncpool *pool, struct asyncpool_lease *out)
+{
+	uint32_t idx, gen;
+	int rc = ap_lend_acquire(pool, &idx, &gen);
+
+	if (AP_UNLIKELY(rc)) {
+		memset(out, 0, sizeof(*out));
+		return rc;
+	}
+	ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);
+	return 0;
 }
 
 uint32_t ap_lend_put(struct asyncpool *pool, struct ap_cache *c, const uint64_t *tok, uint32_t k,

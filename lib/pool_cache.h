@@ -408,6 +408,8 @@ int ap_cache_claim_lent(struct asyncpool *pool, uint32_t idx, uint32_t gen, bool
  * returned, for ap_owner_release().
  */
 int ap_lend_acquire(struct asyncpool *pool, uint32_t *idx, uint32_t *gen);
+/* ap_lend_acquire() into a lease: 0, or -errno with *out zeroed. */
+int ap_lend_lease(struct asyncpool *pool, struct asyncpool_lease *out);
 struct ap_cache *ap_lend_enter(struct asyncpool *pool);
 void ap_lend_own(struct asyncpool *pool, struct ap_cache *c, const char *idx, const char *gen,
 		 size_t stride, uint32_t n);

@@ -860,6 +860,16 @@ static void default_caches(void)
 	pthread_join(t, &res);
 	is_int(asyncpool_set_cache(p, 8), 0, "default: under 64 buffers no caches, set_cache after use works");
 	is_int(asyncpool_destroy(p), 0, "default: destroy the small one");
+	/* A small pool lends without caches (pool_cache.c): the thread that
+	 * used it keeps its cache of no entries, which grows. */
+	is_int(asyncpool_create(small, &p), 0, "default: create, 63 buffers, again");
+	is_int(asyncpool_acquire(p, &l), 0, "default: this thread acquires from the small one");
+	is_int(asyncpool_set_cache(p, 8), 0,
+	       "default: under 64 buffers, set_cache while this thread holds a lease works");
+	asyncpool_lease_release(&l);
+	is_int(asyncpool_check(p), 0, "default: the audit is exact after the cache grew");
+	is_int(asyncpool_available(p), 63, "default: all 63 back");
+	is_int(asyncpool_destroy(p), 0, "default: destroy the small one again");
 	asyncpool_region_unref(r);
 	asyncpool_region_unref(small);
 }
