@@ -469,7 +469,9 @@ int ap_cache_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 		if (atomic_load_explicit(&pool->owner_of[idx], memory_order_relaxed) == c->id) {
 			/* Ours: only we write its word and this hint; free
 			 * and not linked once we leave, so the push may
-			 * come after (a flusher leaves a free word alone). */
+			 * come after (a flusher leaves a free word alone;
+			 * a corrupt list loses it, counted, as a flush's
+			 * push does). */
 			bool ok = lend_free(pool, ap_owned_word(c->id, 0), idx, gen);
 
 			if (AP_LIKELY(ok))
@@ -1600,7 +1602,7 @@ stale:
 /* ---- lending without a cache ---- */
 
 /*
- * Lending without a cache (since 1.4, issue 22): a local pool with
+ * Lending without a cache (since 1.3.3, issue 22): a local pool with
  * cache_size 0 gives each thread that uses it an owner id and a cache
  * of no entries, which only lends.  An acquire pops one buffer and owns
  * it (CACHED id g, as a refill's buffers are); the owner's release
