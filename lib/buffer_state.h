@@ -121,22 +121,33 @@ static inline uint64_t ap_owned_word(uint32_t o, uint32_t g)
 }
 
 /*
+ * The owner's decision of a release of its lent buffer (inside its
+ * window): if the word is w (CACHED owner g, the lease released), it
+ * becomes to, with a load and a store.  false if the word is not that
+ * (a stale or double copy, or not ours).  Every owner's decision goes
+ * through it: back into the cache, or (without one) to the freelist.
+ */
+static inline bool ap_state_owner_decide(ap_word *s, uint64_t w, uint64_t to)
+{
+	if (ap_state_load(s) != w)
+		return false;
+	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
+	atomic_store_explicit(s, to, memory_order_relaxed);
+	return true;
+}
+
+/*
  * The owner's release of its own lent buffer (owner o, inside its
- * window): CACHED o g -> CACHED o g+1, a load and a store.  false if
- * the word is not that (a stale or double copy, or not ours).  word is
- * ap_owned_word(o, 0), which a loop computes once (the owner's drain).
+ * window): CACHED o g -> CACHED o g+1.  word is ap_owned_word(o, 0),
+ * which a loop computes once (the owner's drain).
  */
 static inline bool ap_state_owner_back_word(ap_word *s, uint64_t word, uint32_t g)
 {
 	uint64_t w = word | g;
 
-	if (ap_state_load(s) != w)
-		return false;
-	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
 	/* word | ap_gen_next(g): w + 1, but at the wrap (a caller that
 	 * ruled it out keeps the add alone). */
-	atomic_store_explicit(s, g + 1 ? w + 1 : word | 1, memory_order_relaxed);
-	return true;
+	return ap_state_owner_decide(s, w, g + 1 ? w + 1 : word | 1);
 }
 
 static inline bool ap_state_owner_back(ap_word *s, uint32_t o, uint32_t g)
@@ -154,11 +165,7 @@ static inline bool ap_state_owner_back(ap_word *s, uint32_t o, uint32_t g)
  */
 static inline bool ap_state_owner_free(ap_word *s, uint64_t word, uint32_t g)
 {
-	if (ap_state_load(s) != (word | g))
-		return false;
-	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
-	atomic_store_explicit(s, AP_W_MAKE(AP_K_FREE, 0, g), memory_order_relaxed);
-	return true;
+	return ap_state_owner_decide(s, word | g, AP_W_MAKE(AP_K_FREE, 0, g));
 }
 
 /* A buffer taken into cache o (a refill, a depot batch): its owner is o. */

@@ -328,20 +328,24 @@ __attribute__((noinline)) void ap_cache_flush_batch(struct ap_cache *c)
 }
 
 /*
- * The buffers at entries [from, to) of cache c are its own now.  Every
- * lease of them so far is older than the entry's generation: the
- * released[] hint says so, so that it never lags a lease by 2^31
- * generations or more (it is compared in serial arithmetic), however
- * many leases went by the freelist alone.
+ * Buffer idx, whose word holds generation gen, is owner id's now (a
+ * refill, a depot batch, a lend without a cache).  Every lease of it so
+ * far is older than gen: the released[] hint says so, so that it never
+ * lags a lease by 2^31 generations or more (it is compared in serial
+ * arithmetic), however many leases went by the freelist alone.
  */
+static inline void own_buffer(struct asyncpool *pool, uint32_t id, uint32_t idx, uint32_t gen)
+{
+	ap_state_own(&pool->fl.state[idx], id);
+	atomic_store_explicit(&pool->released[idx], ap_gen_prev(gen), memory_order_relaxed);
+	atomic_store_explicit(&pool->owner_of[idx], id, memory_order_relaxed);
+}
+
+/* The buffers at entries [from, to) of cache c are its own now. */
 static void cache_own(struct asyncpool *pool, struct ap_cache *c, uint32_t from, uint32_t to)
 {
-	for (uint32_t j = from; j < to; j++) {
-		ap_state_own(&pool->fl.state[c->idx[j]], c->id);
-		atomic_store_explicit(&pool->released[c->idx[j]], ap_gen_prev(c->gen[j]),
-				      memory_order_relaxed);
-		atomic_store_explicit(&pool->owner_of[c->idx[j]], c->id, memory_order_relaxed);
-	}
+	for (uint32_t j = from; j < to; j++)
+		own_buffer(pool, c->id, c->idx[j], c->gen[j]);
 }
 
 int ap_cache_fill(struct asyncpool *pool, struct ap_cache *c, uint32_t min, uint32_t max)
@@ -466,22 +470,8 @@ int ap_cache_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 
 	/* Lending without a cache: the owner's own release (below). */
 	if (c->pool == pool && !c->size && idx < pool->fl.count && ap_cache_enter(c)) {
-		if (atomic_load_explicit(&pool->owner_of[idx], memory_order_relaxed) == c->id) {
-			/* Ours: only we write its word and this hint; free
-			 * and not linked once we leave, so the push may
-			 * come after (a flusher leaves a free word alone;
-			 * a corrupt list loses it, counted, as a flush's
-			 * push does). */
-			bool ok = lend_free(pool, ap_owned_word(c->id, 0), idx, gen);
-
-			if (AP_LIKELY(ok))
-				ap_cache_add_lent(c, -1);
-			ap_cache_leave(c);
-			if (AP_LIKELY(ok))
-				return ap_fl_push(&pool->fl, idx);
-			ap_fl_count_bad_release(&pool->fl, 1);
-			return -EALREADY;
-		}
+		if (atomic_load_explicit(&pool->owner_of[idx], memory_order_relaxed) == c->id)
+			return lend_back(pool, c, idx, gen);    /* ours */
 		ap_cache_leave(c);
 		return ap_owner_release(pool, idx, gen);
 	}
@@ -1517,15 +1507,8 @@ int ap_owner_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 		if (w != ap_owned_word(o, gen) || !gen || !box_of(pool, o))
 			goto stale;
 	}
-	if (inside && c->id == o && !c->size) {
-		/* Ours, lent without a cache: straight back to the freelist. */
-		int rc = lend_back(pool, c, idx, gen);
-
-		ap_cache_leave(c);
-		if (rc == -EALREADY)
-			ap_fl_count_bad_release(&pool->fl, 1);
-		return rc;
-	}
+	if (inside && c->id == o && !c->size)
+		return lend_back(pool, c, idx, gen);    /* ours, lent without a cache */
 	if (inside && c->id == o) {
 		/* Ours, and the fast path found the cache full. */
 		n = ap_cache_n(c);
@@ -1632,25 +1615,24 @@ static inline bool lend_free(struct asyncpool *pool, uint64_t word, uint32_t idx
 }
 
 /*
- * The owner's release of a buffer it lent (c entered, of no entries):
- * 0, -EALREADY if the word says otherwise (not counted here), or the
- * push's error (a corrupt list, counted; the buffer stays lent).
+ * The owner's release of a buffer it lent (c entered, of no entries;
+ * left here): 0, -EALREADY if the word says otherwise (counted), or the
+ * push's error.  Only we write its word and owner_of[]; free and not
+ * linked once we leave, so the push comes after (a flusher leaves a
+ * free word alone; a corrupt list loses it, counted, as a flush's push
+ * does).
  */
 static int lend_back(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, uint32_t gen)
 {
-	uint64_t word = ap_owned_word(c->id, 0);
-	int rc;
+	bool ok = lend_free(pool, ap_owned_word(c->id, 0), idx, gen);
 
-	if (!lend_free(pool, word, idx, gen))
-		return -EALREADY;
-	rc = ap_fl_push(&pool->fl, idx);
-	if (AP_UNLIKELY(rc)) {
-		atomic_store_explicit(&pool->fl.state[idx], word | gen, memory_order_relaxed);
-		atomic_store_explicit(&pool->owner_of[idx], c->id, memory_order_relaxed);
-		return rc;
-	}
-	ap_cache_add_lent(c, -1);
-	return 0;
+	if (AP_LIKELY(ok))
+		ap_cache_add_lent(c, -1);
+	ap_cache_leave(c);
+	if (AP_LIKELY(ok))
+		return ap_fl_push(&pool->fl, idx);
+	ap_fl_count_bad_release(&pool->fl, 1);
+	return -EALREADY;
 }
 
 /*
@@ -1708,10 +1690,7 @@ void ap_lend_own(struct asyncpool *pool, struct ap_cache *c, const char *idx, co
 
 		memcpy(&i, idx + j * stride, sizeof(i));
 		memcpy(&g, gen + j * stride, sizeof(g));
-		ap_state_own(&pool->fl.state[i], c->id);
-		/* As cache_own(): the hint is not behind. */
-		atomic_store_explicit(&pool->released[i], ap_gen_prev(g), memory_order_relaxed);
-		atomic_store_explicit(&pool->owner_of[i], c->id, memory_order_relaxed);
+		own_buffer(pool, c->id, i, g);
 	}
 	ap_cache_add_lent(c, n);
 }
@@ -1743,12 +1722,7 @@ int ap_lend_acquire(struct asyncpool *pool, uint32_t *idx, uint32_t *gen)
 			(void)lend_drain(pool, c, b->mask + 1);
 		rc = ap_pool_pop(pool, AP_K_CACHED, idx, gen);
 		if (AP_LIKELY(!rc)) {
-			/* Popped: the word is ours alone; as ap_lend_own(). */
-			atomic_store_explicit(&pool->fl.state[*idx], ap_owned_word(c->id, *gen),
-					      memory_order_relaxed);
-			atomic_store_explicit(&pool->released[*idx], ap_gen_prev(*gen),
-					      memory_order_relaxed);
-			atomic_store_explicit(&pool->owner_of[*idx], c->id, memory_order_relaxed);
+			own_buffer(pool, c->id, *idx, *gen);
 			ap_cache_add_lent(c, 1);
 		}
 		ap_cache_leave(c);
