@@ -342,6 +342,66 @@ out:
 	return rc;
 }
 
+/*
+ * ap_fl_pop_chain() of exactly n buffers of a local pool (no steps, no
+ * reclaim) into idx[] and gen[], each word marked mark | its next
+ * generation: a pool that lends without a cache pops its buffers owned
+ * at once (pool_cache.c).  The walk keeps each word's generation in
+ * gen[]: a free word of a local pool changes only by the pop that takes
+ * it, and the tag proves at the CAS that the chain walked is the one
+ * taken.
+ */
+int ap_fl_pop_owned(struct ap_freelist *fl, uint32_t *idx, uint32_t *gen, uint32_t n,
+		    uint64_t mark)
+{
+	struct ap_pool_head *line = fl->line;
+	ap_word *const state = fl->state;
+	_Atomic uint32_t *const link = fl->link;
+	const uint32_t count = fl->count;
+	uint64_t h = atomic_load_explicit(&line->head, memory_order_acquire);
+
+	if (AP_UNLIKELY(fl->att || fl->shared))
+		return -EINVAL;
+	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
+		uint32_t i = AP_HEAD_INDEX(h), k = 0;
+		bool odd = false;
+
+		for (; k < n && i < count; k++) {
+			uint64_t w = ap_state_load(&state[i]);
+
+			if (AP_UNLIKELY(AP_W_KIND(w) != AP_K_FREE)) {
+				odd = true;
+				break;
+			}
+			idx[k] = i;
+			gen[k] = AP_W_GEN(w);
+			i = atomic_load_explicit(&link[i], memory_order_relaxed);
+		}
+		if (AP_UNLIKELY(odd || k < n || (i >= count && i != AP_FL_END))) {
+			if (head_moved(fl, &h))
+				continue;
+			if (odd || k == n || i != AP_FL_END)
+				break;          /* the list itself is corrupt */
+			count_empty(fl);
+			return -ENOBUFS;
+		}
+		AP_TEST_POINT();
+		if (!atomic_compare_exchange_weak_explicit(&line->head, &h,
+							   AP_HEAD_MAKE(i, AP_HEAD_TAG(h) + 1),
+							   memory_order_acquire,
+							   memory_order_acquire))
+			continue;
+		AP_TEST_AT(AP_TP_POP_CASED);
+		for (uint32_t j = 0; j < n; j++) {
+			gen[j] = ap_gen_next(gen[j]);
+			atomic_store_explicit(&state[idx[j]], mark | gen[j], memory_order_relaxed);
+		}
+		return 0;
+	}
+	ap_fl_count_corruption(fl, 1);
+	return -EUCLEAN;
+}
+
 #undef AP_OUT
 
 /* One push loop, inlined into both pushes: a single push runs it with n 1. */
@@ -353,8 +413,6 @@ static inline __attribute__((always_inline)) int push_chain(struct ap_freelist *
 
 	if (!n)
 		return 0;
-	for (uint32_t j = 0; j + 1 < n; j++)
-		ap_state_set_link(&fl->link[idx[j]], idx[j + 1]);
 	/* acquire: the depth of the head, written before its push's CAS. */
 	h = atomic_load_explicit(&line->head, memory_order_acquire);
 	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
@@ -364,10 +422,14 @@ static inline __attribute__((always_inline)) int push_chain(struct ap_freelist *
 
 		/*
 		 * If the CAS below succeeds, top was the head all along (the
-		 * tag), so d was its depth: ours count on from it.
+		 * tag), so d was its depth: ours count on from it.  The links
+		 * in one pass with the depths (a retry writes them again).
 		 */
-		for (uint32_t j = 0; j < n; j++)
+		for (uint32_t j = 0; j + 1 < n; j++) {
+			ap_state_set_link(&fl->link[idx[j]], idx[j + 1]);
 			atomic_store_explicit(&fl->depth[idx[j]], d + n - j, memory_order_relaxed);
+		}
+		atomic_store_explicit(&fl->depth[idx[n - 1]], d + 1, memory_order_relaxed);
 		ap_state_set_link(&fl->link[idx[n - 1]], top);
 		AP_TEST_POINT();
 		AP_TEST_AT(AP_TP_PUSH_LINKED);

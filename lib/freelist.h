@@ -75,6 +75,14 @@ int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *ge
 int ap_fl_pop_chain(struct ap_freelist *fl, void *out, void *gens, size_t stride, uint32_t min,
 		    uint32_t max, uint32_t kind, uint32_t *got);
 /*
+ * The same, of a local pool: exactly n into idx[] and gen[], each word
+ * marked mark | its new generation (mark: a kind and an owner,
+ * buffer_state.h).  0, -ENOBUFS, -EUCLEAN, or -EINVAL for a pool with
+ * attachment or shared.
+ */
+int ap_fl_pop_owned(struct ap_freelist *fl, uint32_t *idx, uint32_t *gen, uint32_t n,
+		    uint64_t mark);
+/*
  * leased -> free: claim buffer idx leased with generation gen (0: any),
  * then link it in.  0, -EINVAL (out of range), -EALREADY (not leased,
  * or not in that generation: counted) or -EUCLEAN (the head never held

@@ -66,6 +66,11 @@ static unsigned int pop_records(struct asyncpool *pool, char *idx, char *gen, si
 	unsigned int j = 0;
 	uint32_t got;
 
+	if (c) {
+		j = ap_lend_pop(pool, c, idx, gen, stride, n, rc);
+		ap_cache_leave(c);
+		return j;
+	}
 	*rc = 0;
 	while (j < n) {
 		uint32_t chunk = n - j;
@@ -73,14 +78,10 @@ static unsigned int pop_records(struct asyncpool *pool, char *idx, char *gen, si
 		if (pool->fl.shared && chunk > AP_STEP_WORDS)
 			chunk = AP_STEP_WORDS;
 		*rc = ap_pool_pop_chain(pool, idx + j * stride, gen + j * stride, stride, chunk,
-					chunk, c ? AP_K_CACHED : AP_K_LEASED, &got);
+					chunk, AP_K_LEASED, &got);
 		if (*rc)
 			break;
 		j += chunk;
-	}
-	if (c) {
-		ap_lend_own(pool, c, idx, gen, stride, j);
-		ap_cache_leave(c);
 	}
 	return j;
 }

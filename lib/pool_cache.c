@@ -55,7 +55,8 @@ static int owner_send(struct asyncpool *pool, uint32_t o, const uint64_t *tok, u
 		      bool locked);
 static bool owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max);
 static bool lend_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max);
-static inline bool lend_free(struct asyncpool *pool, uint64_t word, uint32_t idx, uint32_t gen);
+static inline bool lend_free(ap_word *state, _Atomic uint32_t *owner_of, uint64_t word,
+			     uint32_t idx, uint32_t gen);
 static int lend_back(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, uint32_t gen);
 static uint32_t owner_id_take(struct asyncpool *pool, struct ap_cache *c);
 static int owner_table_init(struct asyncpool *pool);
@@ -328,17 +329,24 @@ __attribute__((noinline)) void ap_cache_flush_batch(struct ap_cache *c)
 }
 
 /*
- * Buffer idx, whose word holds generation gen, is owner id's now (a
- * refill, a depot batch, a lend without a cache).  Every lease of it so
- * far is older than gen: the released[] hint says so, so that it never
- * lags a lease by 2^31 generations or more (it is compared in serial
- * arithmetic), however many leases went by the freelist alone.
+ * Buffer idx, whose word says owner id at generation gen, is id's in
+ * the hints too (a lend without a cache: the pop marked the word).
+ * Every lease of it so far is older than gen: the released[] hint says
+ * so, so that it never lags a lease by 2^31 generations or more (it is
+ * compared in serial arithmetic), however many leases went by the
+ * freelist alone.
  */
+static inline void own_hints(struct asyncpool *pool, uint32_t id, uint32_t idx, uint32_t gen)
+{
+	atomic_store_explicit(&pool->released[idx], ap_gen_prev(gen), memory_order_relaxed);
+	atomic_store_explicit(&pool->owner_of[idx], id, memory_order_relaxed);
+}
+
+/* Buffer idx, cached at gen, is owner id's now: its word, then the hints (a refill, a depot batch). */
 static inline void own_buffer(struct asyncpool *pool, uint32_t id, uint32_t idx, uint32_t gen)
 {
 	ap_state_own(&pool->fl.state[idx], id);
-	atomic_store_explicit(&pool->released[idx], ap_gen_prev(gen), memory_order_relaxed);
-	atomic_store_explicit(&pool->owner_of[idx], id, memory_order_relaxed);
+	own_hints(pool, id, idx, gen);
 }
 
 /* The buffers at entries [from, to) of cache c are its own now. */
@@ -1604,13 +1612,14 @@ stale:
  * linked.  No owner from now on: a copy released later reads the word,
  * which is free, or another owner's at a later generation.  The
  * released[] hint is left: it matters only while an owner holds the
- * buffer, and the pop that lends it next writes it (ap_lend_own).
+ * buffer, and the pop that lends it next writes it (ap_lend_pop).
  */
-static inline bool lend_free(struct asyncpool *pool, uint64_t word, uint32_t idx, uint32_t gen)
+static inline bool lend_free(ap_word *state, _Atomic uint32_t *owner_of, uint64_t word,
+			     uint32_t idx, uint32_t gen)
 {
-	if (AP_UNLIKELY(!gen || !ap_state_owner_free(&pool->fl.state[idx], word, gen)))
+	if (AP_UNLIKELY(!gen || !ap_state_owner_free(&state[idx], word, gen)))
 		return false;
-	atomic_store_explicit(&pool->owner_of[idx], 0, memory_order_relaxed);
+	atomic_store_explicit(&owner_of[idx], 0, memory_order_relaxed);
 	return true;
 }
 
@@ -1624,7 +1633,7 @@ static inline bool lend_free(struct asyncpool *pool, uint64_t word, uint32_t idx
  */
 static int lend_back(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, uint32_t gen)
 {
-	bool ok = lend_free(pool, ap_owned_word(c->id, 0), idx, gen);
+	bool ok = lend_free(pool->fl.state, pool->owner_of, ap_owned_word(c->id, 0), idx, gen);
 
 	if (AP_LIKELY(ok))
 		ap_cache_add_lent(c, -1);
@@ -1651,7 +1660,8 @@ static bool lend_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max)
 	while (b->head - head0 < max && (tok = ap_inbox_next(b)) != 0) {
 		uint32_t idx = AP_INBOX_INDEX(tok);
 
-		if (idx >= count || !lend_free(pool, word, idx, AP_TOKEN_GEN(tok)))
+		if (idx >= count || !lend_free(pool->fl.state, pool->owner_of, word, idx,
+					       AP_TOKEN_GEN(tok)))
 			continue;       /* refused: counted below */
 		chain[n++] = idx;
 		if (n == AP_OUTBOX_BATCH) {
@@ -1682,17 +1692,42 @@ struct ap_cache *ap_lend_enter(struct asyncpool *pool)
 	return c;
 }
 
-void ap_lend_own(struct asyncpool *pool, struct ap_cache *c, const char *idx, const char *gen,
-		 size_t stride, uint32_t n)
+uint32_t ap_lend_pop(struct asyncpool *pool, struct ap_cache *c, char *idx, char *gen,
+		     size_t stride, uint32_t n, int *rc)
 {
-	for (uint32_t j = 0; j < n; j++) {
-		uint32_t i, g;
+	/* In locals: the records' stores may alias anything. */
+	_Atomic uint32_t *const released = pool->released, *const owner_of = pool->owner_of;
+	const uint32_t id = c->id;
+	uint32_t v[AP_OUTBOX_BATCH], g[AP_OUTBOX_BATCH], done = 0;
+	int err = 0;
 
-		memcpy(&i, idx + j * stride, sizeof(i));
-		memcpy(&g, gen + j * stride, sizeof(g));
-		own_buffer(pool, c->id, i, g);
+	while (done < n) {
+		uint32_t k = n - done < AP_OUTBOX_BATCH ? n - done : AP_OUTBOX_BATCH;
+
+		err = ap_pool_pop_owned(pool, v, g, k, id);
+		if (AP_UNLIKELY(err))
+			break;
+		for (uint32_t j = 0; j < k; j++, idx += stride, gen += stride) {
+			uint32_t i = v[j], gj = g[j];
+
+			/* own_hints(), with the arrays in registers */
+			atomic_store_explicit(&released[i], ap_gen_prev(gj), memory_order_relaxed);
+			atomic_store_explicit(&owner_of[i], id, memory_order_relaxed);
+			memcpy(idx, &i, sizeof(i));
+			memcpy(gen, &gj, sizeof(gj));
+		}
+		done += k;
 	}
-	ap_cache_add_lent(c, n);
+	ap_cache_add_lent(c, done);
+	*rc = err;
+	return done;
+}
+
+/* A single pop marked cached (ap_pool_pop: a pop of one is cheaper than ap_lend_pop's) lent by c. */
+static inline void lend_one(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, uint32_t gen)
+{
+	own_buffer(pool, c->id, idx, gen);
+	ap_cache_add_lent(c, 1);
 }
 
 /* One buffer, lent by the calling thread's cache if it can (else leased): 0 or -errno. */
@@ -1703,7 +1738,7 @@ static int lend_pop(struct asyncpool *pool, uint32_t *idx, uint32_t *gen)
 
 	if (c) {
 		if (!rc)
-			ap_lend_own(pool, c, (const char *)idx, (const char *)gen, 0, 1);
+			lend_one(pool, c, *idx, *gen);
 		ap_cache_leave(c);
 	}
 	return rc;
@@ -1721,10 +1756,8 @@ int ap_lend_acquire(struct asyncpool *pool, uint32_t *idx, uint32_t *gen)
 		if (AP_UNLIKELY(b->head != atomic_load_explicit(&b->tail, memory_order_relaxed)))
 			(void)lend_drain(pool, c, b->mask + 1);
 		rc = ap_pool_pop(pool, AP_K_CACHED, idx, gen);
-		if (AP_LIKELY(!rc)) {
-			own_buffer(pool, c->id, *idx, *gen);
-			ap_cache_add_lent(c, 1);
-		}
+		if (AP_LIKELY(!rc))
+			lend_one(pool, c, *idx, *gen);
 		ap_cache_leave(c);
 	} else {
 		rc = lend_pop(pool, idx, gen);
@@ -1753,14 +1786,18 @@ int ap_lend_lease(struct asyncpool *pool, struct asyncpool_lease *out)
 uint32_t ap_lend_put(struct asyncpool *pool, struct ap_cache *c, const uint64_t *tok, uint32_t k,
 		     uint64_t *rest)
 {
-	const uint64_t word = ap_owned_word(c->id, 0);
+	/* In locals: the atomic stores would have them reloaded. */
+	ap_word *const state = pool->fl.state;
+	_Atomic uint32_t *const owner_of = pool->owner_of;
+	const uint32_t id = c->id;
+	const uint64_t word = ap_owned_word(id, 0);
 	uint32_t chain[AP_OUTBOX_BATCH], n = 0, r = 0, taken = 0;
 
 	for (uint32_t j = 0; j < k; j++) {
 		uint32_t idx = AP_TOKEN_INDEX(tok[j]);
 
-		if (AP_LIKELY(atomic_load_explicit(&pool->owner_of[idx], memory_order_relaxed) ==
-			      c->id && lend_free(pool, word, idx, AP_TOKEN_GEN(tok[j])))) {
+		if (AP_LIKELY(atomic_load_explicit(&owner_of[idx], memory_order_relaxed) == id &&
+			      lend_free(state, owner_of, word, idx, AP_TOKEN_GEN(tok[j])))) {
 			chain[n++] = idx;
 			if (n == AP_OUTBOX_BATCH) {
 				(void)ap_fl_push_chain(&pool->fl, chain, n);

@@ -177,5 +177,8 @@ static inline int ap_pool_pop(struct asyncpool *pool, uint32_t kind, uint32_t *i
  */
 int ap_pool_pop_chain(struct asyncpool *pool, void *out, void *gens, size_t stride,
 		      uint32_t min, uint32_t max, uint32_t kind, uint32_t *got);
+/* Exactly n buffers of a local pool, owned by cache owner (ap_fl_pop_owned). */
+int ap_pool_pop_owned(struct asyncpool *pool, uint32_t *idx, uint32_t *gen, uint32_t n,
+		      uint32_t owner);
 
 #endif /* ASYNCPOOL_POOL_INTERNAL_H */

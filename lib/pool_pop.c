@@ -29,6 +29,17 @@ int ap_pool_pop_chain(struct asyncpool *pool, void *out, void *gens, size_t stri
 	return rc;
 }
 
+int ap_pool_pop_owned(struct asyncpool *pool, uint32_t *idx, uint32_t *gen, uint32_t n,
+		      uint32_t owner)
+{
+	uint64_t mark = ap_owned_word(owner, 0);
+	int rc = ap_fl_pop_owned(&pool->fl, idx, gen, n, mark);
+
+	if (ap_pool_refunded(pool, rc))
+		rc = ap_fl_pop_owned(&pool->fl, idx, gen, n, mark);
+	return rc;
+}
+
 void ap_pool_recycle(void *ctx, uint64_t token)
 {
 	struct asyncpool *pool = ctx;

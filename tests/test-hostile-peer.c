@@ -11,6 +11,12 @@
  * the cycle reaches its max and goes for the CAS, which the peer then
  * defeats.  An unbounded retry loop does not return: the watchdog of
  * tests/tap.h fails the test (tests/mutants/freelist-chain-pop-unbounded).
+ *
+ * The same for the owned chain pop of a pool that lends without a
+ * cache (ap_fl_pop_owned, a bulk acquire of such a pool): bounded, a
+ * walk into a buffer that is not free or out of range is -EUCLEAN with
+ * nothing popped, a list too short is -ENOBUFS with nothing marked, and
+ * what it pops is owned by the caller's cache at the next generation.
  */
 #include "config.h"
 
@@ -52,6 +58,99 @@ static uint64_t corruptions(void)
 	return st.corruptions;
 }
 
+/* The owned chain pop, on a local pool without caches that lends (19 checks). */
+static void owned_chain(struct asyncpool_proactor *p)
+{
+	struct asyncpool_region *r = make_region(p, 64, 4, ASYNCPOOL_ACCESS_READ);
+	struct asyncpool_options po = { .size = sizeof(po), .cache_size = 0 };
+	struct asyncpool_lease held, b[4];
+	uint64_t tok[4], before[4], c0;
+	uint32_t top, was;
+
+	if (asyncpool_create_opts(r, &po, &pool))
+		bail_out("a pool without caches");
+	asyncpool_region_unref(r);
+	if (!pool->fl.lazy) {
+		skip(19, "no membarrier(2): a pool without caches does not lend");
+		(void)asyncpool_destroy(pool);
+		return;
+	}
+	for (int j = 0; j < 4; j++)
+		before[j] = atomic_load(&pool->fl.state[j]);
+	is_int(asyncpool_acquire_tokens(pool, tok, 4), 0, "owned: 4 tokens of 4, one chain");
+	{
+		uint32_t id = pool->owner_of[AP_TOKEN_INDEX(tok[0])], bad = 0;
+
+		for (int j = 0; j < 4; j++) {
+			uint32_t i = AP_TOKEN_INDEX(tok[j]);
+			uint64_t w = atomic_load(&pool->fl.state[i]);
+
+			bad += w != ap_owned_word(id, AP_W_GEN(before[i]) + 1) ||
+			       AP_TOKEN_GEN(tok[j]) != AP_W_GEN(before[i]) + 1 ||
+			       pool->owner_of[i] != id ||
+			       pool->released[i] != ap_gen_prev(AP_W_GEN(before[i]) + 1);
+		}
+		ok(id != 0 && bad == 0,
+		   "each word owned by the thread's cache (%u) at the next generation, hints set", id);
+	}
+	is_int(asyncpool_release_tokens(pool, tok, 4), 0, "owned: released");
+	is_int(asyncpool_release_token(pool, tok[1]), -ESTALE, "a token of the last lend: -ESTALE");
+	/* lent again (the same 4): the last lend's tokens stay stale */
+	{
+		uint64_t again[4];
+		int newer = 1;
+
+		is_int(asyncpool_acquire_tokens(pool, again, 4), 0, "owned: the same 4 lent again");
+		for (int j = 0; j < 4; j++)
+			for (int k = 0; k < 4; k++)
+				if (AP_TOKEN_INDEX(again[j]) == AP_TOKEN_INDEX(tok[k]))
+					newer &= AP_TOKEN_GEN(again[j]) == AP_TOKEN_GEN(tok[k]) + 1;
+		ok(newer, "each at the generation after its last lend");
+		is_int(asyncpool_release_token(pool, tok[2]), -ESTALE,
+		       "a token of the lend before, while lent again: -ESTALE");
+		is_int(asyncpool_release_tokens(pool, again, 4), 0, "owned: released again");
+	}
+
+	/* too short: nothing marked */
+	is_int(asyncpool_acquire(pool, &held), 0, "owned: one lent");
+	for (int j = 0; j < 4; j++)
+		before[j] = atomic_load(&pool->fl.state[j]);
+	is_int(asyncpool_acquire_bulk(pool, b, 4), -ENOBUFS, "4 of 3 free: -ENOBUFS");
+	{
+		int same = 1;
+
+		for (int j = 0; j < 4; j++)
+			same &= atomic_load(&pool->fl.state[j]) == before[j];
+		ok(same && asyncpool_available(pool) == 3, "nothing marked, 3 still free");
+	}
+
+	/* a walk into the lent buffer, then out of range */
+	c0 = corruptions();
+	top = AP_HEAD_INDEX(atomic_load(&pool->fl.line->head));
+	was = atomic_load(&pool->fl.link[top]);
+	atomic_store(&pool->fl.link[top], held.buffer_index);
+	is_int(asyncpool_acquire_bulk(pool, b, 3), -EUCLEAN,
+	       "owned: a walk that reaches a lent buffer gives -EUCLEAN");
+	is_int(corruptions(), c0 + 1, "and counts a corruption");
+	atomic_store(&pool->fl.link[top], 1000u);
+	is_int(asyncpool_acquire_bulk(pool, b, 3), -EUCLEAN,
+	       "owned: a walk that reads a link out of range gives -EUCLEAN");
+	is_int(AP_HEAD_INDEX(atomic_load(&pool->fl.line->head)), top, "the head did not move");
+	atomic_store(&pool->fl.link[top], was);
+
+	/* under a peer that rewrites the head without end */
+	bumps = 0;
+	ap_test_hook_before_cas = rewrite_head;
+	is_int(asyncpool_acquire_bulk(pool, b, 2), -EUCLEAN,
+	       "owned: a chain pop gives up on a head that never holds still");
+	ap_test_hook_before_cas = NULL;
+	ok(bumps > 1000 && bumps <= (1ul << 23), "bounded: %lu attempts", bumps);
+	asyncpool_lease_release(&held);
+	ok(asyncpool_available(pool) == 4 && asyncpool_check(pool) == 0,
+	   "repaired: all 4 free, the audit clean");
+	is_int(asyncpool_destroy(pool), 0, "destroy the pool without caches");
+}
+
 int main(void)
 {
 	struct asyncpool_proactor *p;
@@ -61,7 +160,7 @@ int main(void)
 	if (asyncpool_proactor_create_memory(&p))
 		bail_out("proactor");
 	pool = make_freelist_pool(p, 64, 4);
-	plan(29);
+	plan(29 + 20);
 
 	/* acquire under a head that never holds still */
 	ap_test_hook_before_cas = rewrite_head;
@@ -156,6 +255,8 @@ int main(void)
 		is_int(asyncpool_check(pool), 0, "repaired: the audit is clean");
 	}
 
-	is_int(asyncpool_destroy(pool) | asyncpool_proactor_destroy(p), 0, "destroy");
+	is_int(asyncpool_destroy(pool), 0, "destroy");
+	owned_chain(p);
+	is_int(asyncpool_proactor_destroy(p), 0, "destroy the proactor");
 	return done_testing();
 }
