@@ -13,15 +13,18 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -82,13 +85,17 @@ struct waiter {
 	struct asyncpool_lease lease;
 	atomic_int rc;
 	atomic_bool done;
+	atomic_int tid;
 	pthread_t th;
 };
 
 static void *waiter_main(void *arg)
 {
 	struct waiter *w = arg;
-	int rc = asyncpool_acquire_wait(w->pool, &w->lease, w->timeout);
+	int rc;
+
+	atomic_store(&w->tid, (int)syscall(SYS_gettid));
+	rc = asyncpool_acquire_wait(w->pool, &w->lease, w->timeout);
 
 	atomic_store(&w->rc, rc);
 	atomic_store(&w->done, true);
@@ -143,6 +150,64 @@ static void test_thread_wake(uint32_t cache)
 	       cache);
 	asyncpool_lease_release(&w.lease);
 	is_int(asyncpool_destroy(pool), 0, "cache %u: destroy", cache);
+}
+
+/*
+ * Whether thread tid of this process is inside futex(2): the first field
+ * of /proc/self/task/TID/syscall.  1 yes, 0 not (yet), -1 unreadable.
+ */
+static int in_futex(int tid)
+{
+	char path[64], buf[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	return strtol(buf, NULL, 10) == SYS_futex;
+}
+
+/*
+ * While a thread waits, every cache of the process is bypassed, so a
+ * release goes to the freelist and wakes it (pool_cache.c, bypass_all;
+ * tests/model/wait.pml).  The release comes only once the waiter sleeps
+ * in futex(2), so that nothing but the release can give it the buffer:
+ * one kept in this thread's cache would leave it asleep (the cache is
+ * flushed after the check, so that such a failure ends).
+ */
+static void test_bypass_asleep(void)
+{
+	struct asyncpool *pool = local_pool(1, 1);
+	struct asyncpool_lease held;
+	struct waiter w;
+	int seen = 0;
+
+	is_int(asyncpool_acquire(pool, &held), 0, "bypass: this thread's cache lends the only buffer");
+	start_waiter(&w, pool, -1);
+	until_waiting(pool);
+	while (atomic_load(&w.tid) == 0)
+		sched_yield();
+	/* bounded: 10 s of 1 ms looks */
+	for (int i = 0; i < 10000 && (seen = in_futex(atomic_load(&w.tid))) == 0; i++)
+		usleep(1000);
+	asyncpool_lease_release(&held);
+	if (seen == 1)
+		is_int(ap_cache_n(ap_cache_of(pool)), 0,
+		       "bypass: released while the waiter sleeps, it went to the freelist, not this thread's cache");
+	else
+		skip(1, "the waiter's system call is not readable in /proc, or it never slept");
+	(void)asyncpool_cache_flush_all(pool);
+	pthread_join(w.th, NULL);
+	is_int(atomic_load(&w.rc), 0, "bypass: the waiter got the buffer");
+	asyncpool_lease_release(&w.lease);
+	is_int(asyncpool_destroy(pool), 0, "bypass: destroy");
 }
 
 /* Several waiting threads, fewer buffers: every one of them gets through. */
@@ -553,6 +618,7 @@ int main(void)
 	if (asyncpool_proactor_create_memory(&proactor))
 		bail_out("proactor");
 	test_arguments();
+	test_bypass_asleep();
 	test_thread_wake(0);
 	test_thread_wake(1);
 	test_many_waiters(0, rounds);
