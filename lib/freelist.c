@@ -73,6 +73,18 @@ static inline bool head_moved(const struct ap_freelist *fl, uint64_t *h)
 }
 
 /*
+ * A chain pop's CAS: the head from *h to next, its tag bumped (acquire:
+ * what the walk read of the buffers it takes).  false with *h the head
+ * now.
+ */
+static inline bool head_pop(struct ap_pool_head *line, uint64_t *h, uint32_t next)
+{
+	return atomic_compare_exchange_weak_explicit(&line->head, h,
+						     AP_HEAD_MAKE(next, AP_HEAD_TAG(*h) + 1),
+						     memory_order_acquire, memory_order_acquire);
+}
+
+/*
  * A step of our attachment for one pop, or NULL (no attachment: a local
  * pool, or raw shared memory).  Each thread of a process takes a free
  * one; more than AP_STEPS threads popping at the same instant take turns.
@@ -299,10 +311,7 @@ int ap_fl_pop_chain(struct ap_freelist *fl, void *out, void *gens, size_t stride
 			step_record(st, out, stride, seen, k);
 		}
 		AP_TEST_POINT();
-		if (!atomic_compare_exchange_weak_explicit(&line->head, &h,
-							   AP_HEAD_MAKE(i, AP_HEAD_TAG(h) + 1),
-							   memory_order_acquire,
-							   memory_order_acquire))
+		if (!head_pop(line, &h, i))
 			continue;
 		AP_TEST_AT(AP_TP_POP_CASED);
 		for (uint32_t j = 0; j < k; j++) {
@@ -386,10 +395,7 @@ int ap_fl_pop_owned(struct ap_freelist *fl, uint32_t *idx, uint32_t *gen, uint32
 			return -ENOBUFS;
 		}
 		AP_TEST_POINT();
-		if (!atomic_compare_exchange_weak_explicit(&line->head, &h,
-							   AP_HEAD_MAKE(i, AP_HEAD_TAG(h) + 1),
-							   memory_order_acquire,
-							   memory_order_acquire))
+		if (!head_pop(line, &h, i))
 			continue;
 		AP_TEST_AT(AP_TP_POP_CASED);
 		for (uint32_t j = 0; j < n; j++) {
