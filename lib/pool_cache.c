@@ -695,6 +695,18 @@ int ap_cache_destroy(struct asyncpool *pool)
 		pthread_mutex_unlock(&ap_cache_lock);
 		return -EBUSY;
 	}
+	/*
+	 * The wait fd's thread reads the depot and takes the caches back
+	 * (pool_wait.c, waker_main): stopped before they go, outside the
+	 * lock, which it may be waiting for.  It only moves buffers between
+	 * the caches and the freelist, so what was counted above holds.
+	 */
+	if (pool->wait_fd_close) {
+		pthread_mutex_unlock(&ap_cache_lock);
+		pool->wait_fd_close(pool);
+		pthread_mutex_lock(&ap_cache_lock);
+	}
+	AP_TEST_STALL(AP_TS_CACHES_FREE);
 	while ((c = pool->caches)) {
 		cache_drain(c);
 		cache_detach(c);

@@ -249,6 +249,7 @@ static void *waker_main(void *arg)
 		atomic_thread_fence(memory_order_seq_cst);
 		if (atomic_load_explicit(&w->stop, memory_order_acquire))
 			break;
+		AP_TEST_STALL(AP_TS_WAKER_LOOK);
 		empty = AP_HEAD_INDEX(atomic_load_explicit(&line->head, memory_order_acquire)) ==
 			AP_FL_END;
 		if (empty && ap_pool_refunded(pool, -ENOBUFS))
@@ -331,6 +332,7 @@ static void wait_fd_close(struct asyncpool *pool)
 		return;
 	pool->wait_fd = NULL;
 	if (w->pid == getpid()) {
+		AP_TEST_STALL(AP_TS_WAIT_FD_STOP);
 		atomic_store_explicit(&w->stop, true, memory_order_release);
 		/* Change the word so that the thread cannot sleep on it, then wake it. */
 		atomic_fetch_add_explicit(&pool->fl.line->wait, 2, memory_order_seq_cst);

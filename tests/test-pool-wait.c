@@ -210,6 +210,51 @@ static void test_bypass_asleep(void)
 	is_int(asyncpool_destroy(pool), 0, "bypass: destroy");
 }
 
+/*
+ * asyncpool_destroy() stops the wait fd's thread before it frees what
+ * that thread reads (the depot, the caches): the thread is held at its
+ * look at the pool (a stall point of the test-hook build), and the
+ * destroy must reach the stop of the thread before the free.  Freed
+ * first, the held thread would go on to read a freed depot (a race
+ * ThreadSanitizer found in test-shared-scribble).
+ */
+static atomic_int wl_looking, wl_released, wl_freed_early;
+
+static void wl_stall(enum ap_test_stall p)
+{
+	if (p == AP_TS_WAKER_LOOK && !atomic_exchange(&wl_looking, 1)) {
+		/* the first look only; bounded, 10 s */
+		for (int i = 0; i < 10000 && !atomic_load(&wl_released); i++)
+			usleep(1000);
+	} else if (p == AP_TS_WAIT_FD_STOP) {
+		atomic_store(&wl_released, 1);
+	} else if (p == AP_TS_CACHES_FREE) {
+		if (!atomic_load(&wl_released))
+			atomic_store(&wl_freed_early, 1);
+		atomic_store(&wl_released, 1);
+	}
+}
+
+static void test_destroy_stops_waker(void)
+{
+	struct asyncpool *pool = local_pool(64, 16);
+	struct asyncpool_lease l;
+	int fd;
+
+	is_int(asyncpool_acquire(pool, &l), 0, "destroy with a wait fd: a depot and a cache in use");
+	asyncpool_lease_release(&l);
+	ap_test_hook_stall = wl_stall;
+	fd = asyncpool_wait_fd(pool);
+	ok(fd >= 0, "destroy with a wait fd: the fd (%d)", fd);
+	for (int i = 0; i < 10000 && !atomic_load(&wl_looking); i++)
+		usleep(1000);
+	ok(atomic_load(&wl_looking), "destroy with a wait fd: its thread is held at its look at the pool");
+	is_int(asyncpool_destroy(pool), 0, "destroy with a wait fd: destroyed");
+	ap_test_hook_stall = NULL;
+	ok(!atomic_load(&wl_freed_early),
+	   "destroy with a wait fd: the thread was stopped before the caches and the depot were freed");
+}
+
 /* Several waiting threads, fewer buffers: every one of them gets through. */
 #define WTHREADS 6
 static atomic_long wt_errors, wt_twice, wt_done;
@@ -619,6 +664,7 @@ int main(void)
 		bail_out("proactor");
 	test_arguments();
 	test_bypass_asleep();
+	test_destroy_stops_waker();
 	test_thread_wake(0);
 	test_thread_wake(1);
 	test_many_waiters(0, rounds);
