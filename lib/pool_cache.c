@@ -825,6 +825,10 @@ AP_EXPORT int asyncpool_set_cache(struct asyncpool *pool, uint32_t cache_size)
 
 	if (!pool || cache_size > ASYNCPOOL_CACHE_MAX || cache_size > pool->fl.count)
 		return -EINVAL;
+	/* The wait fd's thread reads the depot and the caches this would
+	 * change or free (pool_wait.c). */
+	if (pool->wait_fd)
+		return -EBUSY;
 	/* The default of asyncpool_create() gives way to the caller's choice. */
 	if (pool->cache_default && (rc = cache_default_undo(pool)) != 0)
 		return rc;

@@ -253,6 +253,19 @@ static void test_destroy_stops_waker(void)
 	ap_test_hook_stall = NULL;
 	ok(!atomic_load(&wl_freed_early),
 	   "destroy with a wait fd: the thread was stopped before the caches and the depot were freed");
+
+	/* Nor may caches change under that thread: asyncpool_set_cache() says -EBUSY. */
+	pool = local_pool(64, 0);
+	{
+		uint32_t size = pool->cache_size;
+		bool dflt = pool->cache_default;
+
+		ok(asyncpool_wait_fd(pool) >= 0, "set_cache with a wait fd: the fd");
+		is_int(asyncpool_set_cache(pool, 8), -EBUSY, "set_cache with a wait fd: -EBUSY");
+		ok(pool->cache_size == size && pool->cache_default == dflt && pool->depot,
+		   "set_cache with a wait fd: the default caches (%u) and the depot kept", size);
+		is_int(asyncpool_destroy(pool), 0, "set_cache with a wait fd: destroy");
+	}
 }
 
 /* Several waiting threads, fewer buffers: every one of them gets through. */
