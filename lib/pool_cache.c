@@ -330,23 +330,25 @@ __attribute__((noinline)) void ap_cache_flush_batch(struct ap_cache *c)
 
 /*
  * Buffer idx, whose word says owner id at generation gen, is id's in
- * the hints too (a lend without a cache: the pop marked the word).
- * Every lease of it so far is older than gen: the released[] hint says
- * so, so that it never lags a lease by 2^31 generations or more (it is
+ * the hints of the pool (its released[] and owner_of[]) too.  Every
+ * lease of it so far is older than gen: the released[] hint says so,
+ * so that it never lags a lease by 2^31 generations or more (it is
  * compared in serial arithmetic), however many leases went by the
- * freelist alone.
+ * freelist alone.  The arrays are arguments, so that a loop keeps them
+ * in registers (ap_lend_pop()).
  */
-static inline void own_hints(struct asyncpool *pool, uint32_t id, uint32_t idx, uint32_t gen)
+static inline void own_hints(_Atomic uint32_t *released, _Atomic uint32_t *owner_of, uint32_t id,
+			     uint32_t idx, uint32_t gen)
 {
-	atomic_store_explicit(&pool->released[idx], ap_gen_prev(gen), memory_order_relaxed);
-	atomic_store_explicit(&pool->owner_of[idx], id, memory_order_relaxed);
+	atomic_store_explicit(&released[idx], ap_gen_prev(gen), memory_order_relaxed);
+	atomic_store_explicit(&owner_of[idx], id, memory_order_relaxed);
 }
 
-/* Buffer idx, cached at gen, is owner id's now: its word, then the hints (a refill, a depot batch). */
+/* Buffer idx, cached at gen, is owner id's now: its word, then the hints (a refill, a depot batch, a single lend). */
 static inline void own_buffer(struct asyncpool *pool, uint32_t id, uint32_t idx, uint32_t gen)
 {
 	ap_state_own(&pool->fl.state[idx], id);
-	own_hints(pool, id, idx, gen);
+	own_hints(pool->released, pool->owner_of, id, idx, gen);
 }
 
 /* The buffers at entries [from, to) of cache c are its own now. */
@@ -1726,9 +1728,7 @@ uint32_t ap_lend_pop(struct asyncpool *pool, struct ap_cache *c, char *idx, char
 		for (uint32_t j = 0; j < k; j++, idx += stride, gen += stride) {
 			uint32_t i = v[j], gj = g[j];
 
-			/* own_hints(), with the arrays in registers */
-			atomic_store_explicit(&released[i], ap_gen_prev(gj), memory_order_relaxed);
-			atomic_store_explicit(&owner_of[i], id, memory_order_relaxed);
+			own_hints(released, owner_of, id, i, gj);   /* the pop wrote the word */
 			memcpy(idx, &i, sizeof(i));
 			memcpy(gen, &gj, sizeof(gj));
 		}
