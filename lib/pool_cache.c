@@ -344,7 +344,10 @@ static inline void own_hints(_Atomic uint32_t *released, _Atomic uint32_t *owner
 	atomic_store_explicit(&owner_of[idx], id, memory_order_relaxed);
 }
 
-/* Buffer idx, cached at gen, is owner id's now: its word, then the hints (a refill, a depot batch, a single lend). */
+/*
+ * Buffer idx, cached at gen, is owner id's now: its word, then the
+ * hints (a refill, a depot batch, a single lend).
+ */
 static inline void own_buffer(struct asyncpool *pool, uint32_t id, uint32_t idx, uint32_t gen)
 {
 	ap_state_own(&pool->fl.state[idx], id);
@@ -1716,11 +1719,11 @@ uint32_t ap_lend_pop(struct asyncpool *pool, struct ap_cache *c, char *idx, char
 	/* In locals: the records' stores may alias anything. */
 	_Atomic uint32_t *const released = pool->released, *const owner_of = pool->owner_of;
 	const uint32_t id = c->id;
-	uint32_t v[AP_OUTBOX_BATCH], g[AP_OUTBOX_BATCH], done = 0;
+	uint32_t v[AP_LEND_CHUNK], g[AP_LEND_CHUNK], done = 0;
 	int err = 0;
 
 	while (done < n) {
-		uint32_t k = n - done < AP_OUTBOX_BATCH ? n - done : AP_OUTBOX_BATCH;
+		uint32_t k = n - done < AP_LEND_CHUNK ? n - done : AP_LEND_CHUNK;
 
 		err = ap_pool_pop_owned(pool, v, g, k, id);
 		if (AP_UNLIKELY(err))
@@ -1739,7 +1742,7 @@ uint32_t ap_lend_pop(struct asyncpool *pool, struct ap_cache *c, char *idx, char
 	return done;
 }
 
-/* A single pop marked cached (ap_pool_pop: a pop of one is cheaper than ap_lend_pop's) lent by c. */
+/* A single pop marked cached, lent by c (ap_pool_pop(): cheaper for one than ap_lend_pop()). */
 static inline void lend_one(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, uint32_t gen)
 {
 	own_buffer(pool, c->id, idx, gen);

@@ -402,12 +402,13 @@ int ap_cache_claim_lent(struct asyncpool *pool, uint32_t idx, uint32_t gen, bool
  * its inbox emptied, or NULL (none, or a flusher has it: the caller
  * pops as a pool that does not lend); ap_lend_pop() pops n buffers
  * into n records (index, generation; stride bytes apart) as that
- * cache's lent buffers, AP_OUTBOX_BATCH per CAS: how many, fewer with
- * *rc set (the caller gives those back).  ap_lend_put() gives back to the freelist, as
- * one chain, the tokens tok[0..k) that c (entered, of no entries) owns
- * and lent at their generation; the rest go to rest[], how many is
- * returned, for ap_owner_release().
+ * cache's lent buffers, AP_LEND_CHUNK per CAS: how many, fewer with
+ * *rc set (the caller gives those back).  ap_lend_put() gives back to
+ * the freelist, as one chain, the tokens tok[0..k) that c (entered, of
+ * no entries) owns and lent at their generation; the rest go to
+ * rest[], how many is returned, for ap_owner_release().
  */
+#define AP_LEND_CHUNK 32u       /* buffers per CAS of a bulk lend (asyncpool_acquire_bulk(3)) */
 int ap_lend_acquire(struct asyncpool *pool, uint32_t *idx, uint32_t *gen);
 /* ap_lend_acquire() into a lease: 0, or -errno with *out zeroed. */
 int ap_lend_lease(struct asyncpool *pool, struct asyncpool_lease *out);
