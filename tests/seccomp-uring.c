@@ -34,6 +34,30 @@
 #define __NR_io_uring_register 427
 #endif
 
+/* Install prog for this process and its children: 0 or -errno. */
+static int install(const struct sock_filter *f, unsigned short len)
+{
+	struct sock_fprog prog = { .len = len, .filter = (struct sock_filter *)f };
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -errno;
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog))
+		return -errno;
+	return 0;
+}
+
+int seccomp_deny(int nr, int err)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (unsigned)err),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+
+	return install(f, sizeof(f) / sizeof(f[0]));
+}
+
 int seccomp_refuse_uring(void)
 {
 #ifdef AP_AUDIT_ARCH
@@ -48,13 +72,8 @@ int seccomp_refuse_uring(void)
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
 	};
-	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
 
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		return -errno;
-	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog))
-		return -errno;
-	return 0;
+	return install(f, sizeof(f) / sizeof(f[0]));
 #else
 	return -EOPNOTSUPP;
 #endif

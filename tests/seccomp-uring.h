@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* A seccomp filter that refuses io_uring, as container runtimes do. */
+/* Seccomp filters that refuse io_uring, as container runtimes do. */
 #ifndef ASYNCPOOL_TEST_SECCOMP_URING_H
 #define ASYNCPOOL_TEST_SECCOMP_URING_H
 
@@ -12,5 +12,8 @@
  * what prctl(2) or seccomp(2) answered.
  */
 int seccomp_refuse_uring(void);
+
+/* From now on, system call nr answers err; everything else is allowed.  0 or -errno. */
+int seccomp_deny(int nr, int err);
 
 #endif
