@@ -133,6 +133,12 @@ static void watch(int op, int fd, uint64_t tag, uint32_t events)
 		perror("echo-server-epoll: epoll_ctl");
 }
 
+/* A connection's epoll tag: its slot, and the slot's generation above. */
+static uint64_t tag_of(unsigned c)
+{
+	return (uint64_t)conn[c].gen << 32 | c;
+}
+
 /*
  * asyncpool_zc_close(zs, 0): 0 when it freed zs (every send of it was
  * complete; its counters go to the totals), -EBUSY while sends are in
@@ -168,11 +174,6 @@ static int zc_finish(struct asyncpool_zc *zs)
  *      every send complete; -EBUSY while the peer has not acknowledged
  *      them: keep it in the closing list and try again later.
  */
-static uint64_t tag_of(unsigned c)
-{
-	return (uint64_t)conn[c].gen << 32 | c;
-}
-
 static void close_conn(unsigned c)
 {
 	struct conn *k = &conn[c];
