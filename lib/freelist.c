@@ -355,7 +355,7 @@ out:
  * ap_fl_pop_chain() of exactly n buffers of a local pool (no steps, no
  * reclaim) into idx[] and gen[], each word marked mark | its next
  * generation: a pool that lends without a cache pops its buffers owned
- * at once (pool_cache.c).  The walk keeps each word's generation in
+ * at once (pool_lend.c).  The walk keeps each word's generation in
  * gen[]: a free word of a local pool changes only by the pop that takes
  * it, and the tag proves at the CAS that the chain walked is the one
  * taken.

@@ -10,7 +10,7 @@
  * pool_cache.c, so none of them may be called back.
  */
 #include "pool_internal.h"
-#include "pool_cache.h"
+#include "pool_depot.h"
 
 int ap_pool_refund(struct asyncpool *pool)
 {

@@ -6,6 +6,7 @@
  */
 #include "pool_internal.h"
 #include "pool_wait.h"
+#include "pool_takeover.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -256,9 +257,9 @@ static void *waker_main(void *arg)
 			empty = false;
 		/*
 		 * While the fd exists every cache is bypassed, but the release
-		 * of a lent buffer still goes to its owner's inbox (pool_cache.c,
-		 * "Ownership"), not to the freelist: it wakes this thread, which
-		 * settles it to the freelist, or the fd would stay silent.
+		 * of a lent buffer still goes to its owner's inbox (pool_owner.c),
+		 * not to the freelist: it wakes this thread, which settles it
+		 * to the freelist, or the fd would stay silent.
 		 */
 		if (empty && pool->fl.lazy && ap_cache_flush_others(pool, false) > 0)
 			empty = false;

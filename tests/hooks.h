@@ -12,6 +12,9 @@
 #endif
 #include "../lib/pool_internal.h"
 #include "../lib/pool_cache.h"
+#include "../lib/pool_depot.h"
+#include "../lib/pool_lend.h"
+#include "../lib/pool_takeover.h"
 #include "../lib/attach_rec.h"
 #include "tap.h"
 #include "testutil.h"
