@@ -14,6 +14,7 @@
 #include "pool_lend.h"
 #include "pool_owner.h"
 #include "pool_takeover.h"
+#include "pool_pop.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>

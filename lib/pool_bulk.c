@@ -8,6 +8,7 @@
 #include "pool_depot.h"
 #include "pool_lend.h"
 #include "pool_takeover.h"
+#include "pool_pop.h"
 
 /* Buffers pushed per CAS by a bulk release. */
 #define AP_BULK_CHUNK 64u

@@ -21,6 +21,7 @@
 #include "pool_depot.h"
 #include "pool_owner.h"
 #include "pool_takeover.h"
+#include "pool_pop.h"
 
 #include <stdlib.h>
 

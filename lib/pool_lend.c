@@ -18,6 +18,7 @@
 #include "pool_cache.h"
 #include "pool_owner.h"
 #include "pool_takeover.h"
+#include "pool_pop.h"
 
 struct ap_cache *ap_lend_enter(struct asyncpool *pool)
 {

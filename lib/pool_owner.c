@@ -20,7 +20,7 @@
  * the owner's thread has exited (its id an orphan), anyone.  A sender
  * looks at orphan after it published (a seq_cst fence between), and the
  * exiting owner drains its inbox after it set orphan: one of them sees
- * the other.  It wakes the pool's waiters the same way (pool_wait.h),
+ * the other.  It wakes the pool's waiters the same way (wait_word.h),
  * and a waiter, a flush or an acquire that finds the pool empty settles
  * every inbox and outbox: nothing released is stranded.
  * tests/model/owner.pml proves the protocol.
@@ -32,7 +32,7 @@
 #include "pool_owner.h"
 #include "pool_bypass.h"
 #include "pool_depot.h"
-#include "pool_wait.h"
+#include "wait_word.h"
 
 #include <sched.h>
 #include <stdlib.h>

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Waiting for a buffer (the protocol: pool_wait.h): a blocking acquire
+ * Waiting for a buffer (the protocol: wait_word.h): a blocking acquire
  * with a timeout, an IORING_OP_FUTEX_WAIT on the same word for an
  * io_uring event loop, and an eventfd for epoll programs.
  */
 #include "pool_internal.h"
-#include "pool_wait.h"
+#include "pool_pop.h"
 #include "pool_takeover.h"
+#include "pool_wait.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -124,7 +125,7 @@ AP_EXPORT int asyncpool_acquire_wait(struct asyncpool *pool, struct asyncpool_le
 	for (;;) {
 		uint32_t v = ap_wait_announce(line);
 
-		/* The announcement before the look at the list (pool_wait.h);
+		/* The announcement before the look at the list (wait_word.h);
 		 * the look reclaims from dead holders (ap_pool_pop). */
 		atomic_thread_fence(memory_order_seq_cst);
 		rc = asyncpool_acquire(pool, out);
