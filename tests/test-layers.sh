@@ -74,12 +74,34 @@ is_todo() {
 	return 1
 }
 
-# "# a uses b's: sym sym" for the edge a -> b.
-uses() {
-	awk -v a="$1" -v b="$2" '$1 == a && $2 == b {
+# "# a uses b's: sym sym" for the edge a -> b of the edges in file $1.
+uses_in() {
+	awk -v a="$2" -v b="$3" '$1 == a && $2 == b {
 		printf "# %s uses %s'\''s:", a, b
 		for (i = 3; i <= NF; i++) printf " %s", $i
-		printf "\n" }' "$tmp/edges"
+		printf "\n" }' "$1"
+}
+uses() { uses_in "$tmp/edges" "$1" "$2"; }
+
+# Test n: no circle of three or more in the edges of file $1 less the
+# pairs of file $2 (tsort(1) finds one); $3 names the nodes, $4 ends the
+# line.  (FILENAME, not NR == FNR: the pairs are usually empty.)
+longer_circles() {
+	awk 'FILENAME == ARGV[1] { p[$1 " " $2] = 1; next }
+	     !(($1 " " $2) in p) && !(($2 " " $1) in p) { print $1, $2 }' \
+		"$2" "$1" > "$tmp/dag"
+	if tsort < "$tmp/dag" > "$tmp/order" 2> "$tmp/loop"; then
+		echo "ok $n - no circle of three $3 or more$4"
+		# What the layers are today.
+		echo "# one order of the $3, the top first (the pairs above left out): $(tr '\n' ' ' < "$tmp/order")"
+	else
+		echo "not ok $n - a circle of three $3 or more$4"
+		sed 's/^/# /' "$tmp/loop"
+		# Its uses, edge by edge.
+		sed -n 's/^tsort: \([a-z_0-9]*\)$/\1/p' "$tmp/loop" > "$tmp/members"
+		awk 'FILENAME == ARGV[1] { m[$1] = 1; next } ($1 in m) && ($2 in m) { print $1, $2 }' \
+			"$tmp/members" "$tmp/dag" | while read -r a b; do uses_in "$1" "$a" "$b"; done
+	fi
 }
 
 nobj=$#
@@ -124,23 +146,7 @@ done < "$tmp/pairs"
 
 # Longer circles: tsort(1) finds one in what is left without the pairs.
 n=$((n + 1))
-# (FILENAME, not NR == FNR: the pairs are usually empty.)
-awk 'FILENAME == ARGV[1] { p[$1 " " $2] = 1; next }
-     !(($1 " " $2) in p) && !(($2 " " $1) in p) { print $1, $2 }' \
-	"$tmp/pairs" "$tmp/edges" > "$tmp/dag"
-if tsort < "$tmp/dag" > "$tmp/order" 2> "$tmp/loop"; then
-	echo "ok $n - no circle of three files or more"
-	# What the layers are today.
-	echo "# one order of the layers, the top first (the pairs above left out): $(tr '\n' ' ' < "$tmp/order")"
-else
-	echo "not ok $n - a circle of three files or more"
-	sed 's/^/# /' "$tmp/loop"
-	# Its uses, edge by edge.
-	sed -n 's/^tsort: \([a-z_0-9]*\)$/\1/p' "$tmp/loop" > "$tmp/members"
-	awk 'FILENAME == ARGV[1] { m[$1] = 1; next } ($1 in m) && ($2 in m) { print $1, $2 }' \
-		"$tmp/members" "$tmp/dag" | while read -r a b; do uses "$a" "$b"; done
-fi
-
+longer_circles "$tmp/edges" "$tmp/pairs" files ""
 
 # ---- the sources: circles through the inline functions of headers ----
 
@@ -246,13 +252,6 @@ awk '{ e[$1 " " $2] = 1 }
      END { for (k in e) { split(k, p, " ");
 		if (p[1] < p[2] && ((p[2] " " p[1]) in e)) print p[1], p[2] } }' \
 	"$tmp/all" | sort > "$tmp/allpairs"
-both() {
-	awk -v a="$1" -v b="$2" '$1 == a && $2 == b {
-		printf "# %s uses %s'\''s:", a, b
-		for (i = 3; i <= NF; i++) printf " %s", $i
-		printf "\n" }' "$tmp/all"
-}
-
 n=$((n + 1))
 if [ -s "$tmp/suses" ]; then
 	echo "ok $n - the sources of lib/ read ($nsrc files): $(wc -l < "$tmp/sedges") uses of a concept by another through an inline function of a header"
@@ -264,24 +263,13 @@ n=$((n + 1))
 if [ -s "$tmp/allpairs" ]; then
 	echo "not ok $n - two concepts of lib/ use each other, through an inline function of a header ((inline)) or in nm"
 	while read -r a b; do
-		both "$a" "$b"
-		both "$b" "$a"
+		uses_in "$tmp/all" "$a" "$b"
+		uses_in "$tmp/all" "$b" "$a"
 	done < "$tmp/allpairs"
 else
 	echo "ok $n - no two concepts of lib/ (a .c and its header) use each other, inline functions of headers counted"
 fi
 
 n=$((n + 1))
-awk 'FILENAME == ARGV[1] { p[$1 " " $2] = 1; next }
-     !(($1 " " $2) in p) && !(($2 " " $1) in p) { print $1, $2 }' \
-	"$tmp/allpairs" "$tmp/all" > "$tmp/alldag"
-if tsort < "$tmp/alldag" > "$tmp/allorder" 2> "$tmp/allloop"; then
-	echo "ok $n - no circle of three concepts or more, inline functions of headers counted"
-	echo "# one order of the concepts, the top first: $(tr '\n' ' ' < "$tmp/allorder")"
-else
-	echo "not ok $n - a circle of three concepts or more, through inline functions of headers ((inline)) or in nm"
-	sed 's/^/# /' "$tmp/allloop"
-	sed -n 's/^tsort: \([a-z_0-9]*\)$/\1/p' "$tmp/allloop" > "$tmp/allmembers"
-	awk 'FILENAME == ARGV[1] { m[$1] = 1; next } ($1 in m) && ($2 in m) { print $1, $2 }' \
-		"$tmp/allmembers" "$tmp/alldag" | while read -r a b; do both "$a" "$b"; done
-fi
+longer_circles "$tmp/all" "$tmp/allpairs" concepts \
+	", through the inline functions of headers ((inline)) too"
