@@ -2,11 +2,13 @@
 /*
  * Per-thread caches (see pool_cache.h).  They move buffers between
  * their arrays and the freelist (freelist.c), changing states only
- * through buffer_state.h.
+ * through buffer_state.h: a full cache's batch through pool_depot.c,
+ * what other threads release to a cache's owner through pool_owner.c;
+ * what other threads take from it is pool_takeover.c's.
  *
- * Bookkeeping, all under one process-wide mutex (ap_cache_lock), taken
- * only off the fast path: creating a cache, thread exit, destroy,
- * asyncpool_available(), fork.
+ * Bookkeeping, all under one process-wide mutex (ap_cache_lock,
+ * pool_bypass.c), taken only off the fast path: creating a cache,
+ * thread exit, destroy, asyncpool_available(), fork.
  * - Each cached pool keeps a registry of its caches, so that destroy can
  *   flush them and available() can count them.
  * - Each thread keeps a table of its caches (one per pool it used); a
