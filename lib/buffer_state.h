@@ -58,7 +58,7 @@
  * Owned (issue 22): such a word also names the cache that holds or lent
  * it (ap_owned_word() below), and only that cache writes it, with a load
  * and a store: its own release (ap_state_owner_back), and the releases
- * other threads send it (pool_inbox.h, pool_cache.c "Ownership").
+ * other threads send it (pool_inbox.h, pool_owner.c).
  */
 #ifndef ASYNCPOOL_BUFFER_STATE_H
 #define ASYNCPOOL_BUFFER_STATE_H
@@ -101,7 +101,7 @@ static inline bool ap_state_take(ap_word *s, uint64_t seen, uint32_t kind, uint3
 }
 
 /*
- * Ownership (issue 22, pool_cache.c "Ownership"): in a local pool whose caches
+ * Ownership (issue 22, pool_owner.c): in a local pool whose caches
  * lend, a CACHED word also names its owner, the cache id of the thread
  * whose cache holds it or lent it, in bits 32-54 (zero in every other
  * word, and in every word of a shared pool).  Only the owner writes
@@ -157,7 +157,7 @@ static inline bool ap_state_owner_back(ap_word *s, uint32_t o, uint32_t g)
 
 /*
  * The owner's release of its own lent buffer in a pool without caches
- * (pool_cache.c, "Lending without a cache"): CACHED o g -> FREE g, not
+ * (pool_lend.c, "Lending without a cache"): CACHED o g -> FREE g, not
  * yet linked, a load and a store; the caller pushes it.  The pop that
  * takes it next moves it on to the generation after g, as a flush's
  * does (ap_state_uncache).  false if the word is not that.  word is

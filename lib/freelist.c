@@ -29,7 +29,7 @@
 
 #include "buffer_state.h"
 #include "internal.h"
-#include "pool_wait.h"
+#include "wait_word.h"
 
 #ifdef ASYNCPOOL_TEST_HOOKS
 void (*ap_test_hook_before_cas)(void);
@@ -355,7 +355,7 @@ out:
  * ap_fl_pop_chain() of exactly n buffers of a local pool (no steps, no
  * reclaim) into idx[] and gen[], each word marked mark | its next
  * generation: a pool that lends without a cache pops its buffers owned
- * at once (pool_cache.c).  The walk keeps each word's generation in
+ * at once (pool_lend.c).  The walk keeps each word's generation in
  * gen[]: a free word of a local pool changes only by the pop that takes
  * it, and the tag proves at the CAS that the chain walked is the one
  * taken.
@@ -441,7 +441,7 @@ static inline __attribute__((always_inline)) int push_chain(struct ap_freelist *
 		AP_TEST_AT(AP_TP_PUSH_LINKED);
 		/*
 		 * release: the buffers' contents and links before the head;
-		 * seq_cst, for the load of the wait word after it (pool_wait.h).
+		 * seq_cst, for the load of the wait word after it (wait_word.h).
 		 * On x86 both are the same locked instruction.
 		 */
 		if (atomic_compare_exchange_weak_explicit(&line->head, &h,

@@ -93,7 +93,7 @@ int ap_fl_release(struct ap_freelist *fl, uint32_t idx, uint32_t gen);
 int ap_fl_push(struct ap_freelist *fl, uint32_t idx);
 /*
  * Link in n claimed buffers as one chain with one CAS.  Both pushes wake
- * the waiters if any (pool_wait.h, one load when there are none): every
+ * the waiters if any (wait_word.h, one load when there are none): every
  * path that links buffers in comes through one of them.
  */
 int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The pool: create, acquire, release, destroy.  Each call chooses the
- * calling thread's cache (pool_cache.c) or the freelist (freelist.c);
+ * calling thread's cache (pool_cache.c), a lend without a cache
+ * (pool_lend.c) or the freelist (freelist.c);
  * both change a buffer's state only through buffer_state.h, and every
  * lease is built by ap_pool_lease().
  *
@@ -10,6 +11,10 @@
  */
 #include "pool_internal.h"
 #include "pool_cache.h"
+#include "pool_lend.h"
+#include "pool_owner.h"
+#include "pool_takeover.h"
+#include "pool_pop.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -199,6 +204,47 @@ AP_EXPORT int asyncpool_destroy(struct asyncpool *pool)
 }
 
 
+/*
+ * One try: the calling thread's cache, refilled from the freelist; a
+ * cache of no entries lends.
+ */
+static int cache_acquire_once(struct asyncpool *pool, struct asyncpool_lease *out)
+{
+	int rc = ap_cache_acquire_once(pool, out);
+
+	if (AP_UNLIKELY(rc == AP_CACHE_LENDS))
+		rc = ap_lend_lease(pool, out);
+	return rc;
+}
+
+/*
+ * The calling thread's cache is empty.  If the freelist is empty too,
+ * the buffers cached by the other threads of this process come back
+ * (and, for a shared pool, the other processes are asked for theirs),
+ * then one more try.
+ */
+static __attribute__((noinline)) int cache_acquire_slow(struct asyncpool *pool,
+							 struct asyncpool_lease *out)
+{
+	int rc;
+
+	ap_cache_honour_flush(pool);
+	if (pool->boxes && ap_tc_last->pool == pool && ap_tc_last->size)
+		/* Its cache ran dry: what it released for others goes now. */
+		ap_owner_send_all(pool, ap_tc_last);
+	rc = cache_acquire_once(pool, out);
+	if (rc == -ENOBUFS) {
+		if (pool->shared)
+			ap_flush_request(pool);
+		if (ap_cache_flush_others(pool, false) > 0)
+			rc = cache_acquire_once(pool, out);
+	}
+	if (rc)
+		memset(out, 0, sizeof(*out));
+	return rc;
+}
+
+
 static __attribute__((noinline)) int acquire_slow(struct asyncpool *pool,
 						   struct asyncpool_lease *out)
 {
@@ -218,7 +264,7 @@ static __attribute__((noinline)) int acquire_slow(struct asyncpool *pool,
 			ap_pool_lease(pool, AP_TOKEN_INDEX(t), AP_TOKEN_GEN(t), ap_cache_recycle, out);
 			return 0;
 		}
-		return ap_cache_acquire_slow(pool, out);
+		return cache_acquire_slow(pool, out);
 	}
 	rc = ap_pool_pop(pool, AP_K_LEASED, &idx, &gen);
 	if (AP_UNLIKELY(rc)) {
@@ -260,7 +306,7 @@ AP_EXPORT size_t asyncpool_available(const struct asyncpool *pool)
 	if (ap_pool_cached(pool)) {
 		uint32_t transit;
 
-		/* And releases on their way to the buffer's owner (pool_cache.c). */
+		/* And releases on their way to the buffer's owner (pool_owner.c). */
 		n += ap_cache_count(pool, NULL, &transit);
 		n += transit;
 	}

@@ -5,6 +5,10 @@
  */
 #include "pool_internal.h"
 #include "pool_cache.h"
+#include "pool_depot.h"
+#include "pool_lend.h"
+#include "pool_takeover.h"
+#include "pool_pop.h"
 
 /* Buffers pushed per CAS by a bulk release. */
 #define AP_BULK_CHUNK 64u
@@ -61,7 +65,7 @@ static void leases_build(struct asyncpool *pool, struct asyncpool_lease *l, unsi
 static unsigned int pop_records(struct asyncpool *pool, char *idx, char *gen, size_t stride,
 				unsigned int n, int *rc)
 {
-	/* A pool that lends without a cache lends these too (pool_cache.c). */
+	/* A pool that lends without a cache lends these too (pool_lend.c). */
 	struct ap_cache *c = pool->fl.lazy ? ap_lend_enter(pool) : NULL;
 	unsigned int j = 0;
 	uint32_t got;
@@ -123,7 +127,7 @@ static int bulk_begin(struct asyncpool *pool, const void *out, unsigned int n,
 		if (*c && !ap_cache_enter(*c))
 			*c = NULL;              /* a flusher has it (pool_cache.h) */
 		if (*c && !(*c)->size) {
-			/* It only lends (pool_cache.c): pop_records() lends. */
+			/* It only lends (pool_lend.c): pop_records() lends. */
 			ap_cache_leave(*c);
 			*c = NULL;
 		}
@@ -294,7 +298,7 @@ static int acquire_leases(struct asyncpool *pool, struct ap_cache *c,
 /*
  * A bulk acquire that found the pool short: the other threads' caches,
  * and releases on their way to an owner, come back (as for a single
- * acquire, pool_cache.c), then one more try.  1 to try again.
+ * acquire, pool.c), then one more try.  1 to try again.
  */
 static int bulk_short(struct asyncpool *pool, int rc)
 {
@@ -491,7 +495,7 @@ put_leases_lent(struct put_back *pbp, struct asyncpool *pool, struct asyncpool_l
 
 /*
  * A pool whose caches lend: each buffer is decided by its owner
- * (pool_cache.c, "Ownership").  What the calling thread's cache owns
+ * (pool_owner.c).  What the calling thread's cache owns
  * goes into it, with the check of ap_cache_push(), in one loop per
  * chunk of AP_BULK_CHUNK with what it needs in registers; the rest
  * (another owner's, a lease lent by no one, a stale or double copy) is
@@ -578,7 +582,8 @@ static uint32_t own_rest(struct asyncpool *pool, const uint64_t *rest, uint32_t 
 	uint32_t bad = 0;
 
 	for (uint32_t j = 0; j < r; j++)
-		bad += ap_owner_release(pool, AP_TOKEN_INDEX(rest[j]), AP_TOKEN_GEN(rest[j])) != 0;
+		bad += ap_cache_owner_release(pool, AP_TOKEN_INDEX(rest[j]),
+					      AP_TOKEN_GEN(rest[j])) != 0;
 	return bad;
 }
 
@@ -613,7 +618,7 @@ static uint32_t own_chunk(struct asyncpool *pool, struct ap_cache *c, const uint
 	uint32_t r;
 
 	if (AP_LIKELY(c && ap_cache_enter(c))) {
-		/* A cache of no entries only lends (pool_cache.c). */
+		/* A cache of no entries only lends (pool_lend.c). */
 		r = AP_LIKELY(c->size) ? own_tokens(pool, c, tok, k, rest) :
 					 ap_lend_put(pool, c, tok, k, rest);
 		ap_cache_leave(c);

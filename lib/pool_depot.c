@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The depot of a local pool's caches (pool_cache.h): a few slots, each
- * an array of up to cache_batch buffer indices, through which a full
- * cache hands a batch to an empty one without the freelist.
+ * Where a cache's buffers go when it gives them back (a full cache's
+ * batch, a flush, a drain), and the depot of a local pool's caches: a
+ * few slots, each an array of up to cache_batch buffer indices, through
+ * which a full cache hands a batch to an empty one without the freelist.
  *
  * Why: a refill from the freelist walks its links before the head CAS,
  * one dependent load per buffer, and once the pool's order is random
@@ -25,7 +26,7 @@
  * such a batch in a cache or nowhere, never twice: it empties the slot
  * (a batch a copier had half taken is lost to the child only).
  */
-#include "pool_cache.h"
+#include "pool_depot.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -49,6 +50,32 @@ static uint32_t *slot_idx(struct ap_depot *d, uint32_t s)
 static uint32_t *slot_gen(struct ap_depot *d, uint32_t s)
 {
 	return &d->idx[(size_t)(AP_DEPOT_SLOTS + s) * d->batch];
+}
+
+/*
+ * Make k cached buffers (of a cache or of a depot slot) free, not yet
+ * linked, keeping them at the front of v: how many.  A buffer whose
+ * state is no longer cached (a copy of it went into another cache too)
+ * (or its generation moved on) is dropped and counted, never linked in
+ * twice.
+ */
+static uint32_t uncache(struct asyncpool *pool, uint32_t *v, uint32_t *gens, uint32_t k)
+{
+	uint32_t kept = 0, dropped = 0;
+
+	for (uint32_t j = 0; j < k; j++) {
+		if (pool->owner_of)     /* to the freelist: no owner */
+			atomic_store_explicit(&pool->owner_of[v[j]], 0, memory_order_relaxed);
+		if (AP_LIKELY(ap_state_uncache(&pool->fl.state[v[j]], pool->fl.me, gens[j]))) {
+			gens[kept] = gens[j];
+			v[kept++] = v[j];
+		} else
+			dropped++;
+		AP_TEST_AT(AP_TP_FLUSH_UNCACHED);
+	}
+	if (AP_UNLIKELY(dropped))
+		ap_fl_count_corruption(&pool->fl, dropped);
+	return kept;
 }
 
 int ap_depot_init(struct asyncpool *pool)
@@ -135,7 +162,7 @@ int ap_depot_drain(struct asyncpool *pool)
 	if (!d)
 		return 0;
 	while ((s = slot_grab(d, true, &k)) != AP_DEPOT_SLOTS) {
-		uint32_t kept = ap_cache_uncache(pool, slot_idx(d, s), slot_gen(d, s), k);
+		uint32_t kept = uncache(pool, slot_idx(d, s), slot_gen(d, s), k);
 
 		if (ap_fl_push_chain(&pool->fl, slot_idx(d, s), kept) == 0)
 			moved += (int)kept;
@@ -172,7 +199,7 @@ void ap_depot_forget_busy(struct asyncpool *pool)
 }
 
 /*
- * Whether a full slot holds buffer idx: for ap_cache_lease_gen(), with
+ * Whether a full slot holds buffer idx: for ap_cache_claim_lent(), with
  * every cache stopped, so that only a drain (a waiter's, outside the
  * lock) can be moving a slot; it is waited for.
  */
@@ -193,4 +220,36 @@ bool ap_depot_holds(struct asyncpool *pool, uint32_t idx)
 				return true;
 	}
 	return false;
+}
+
+/* ---- a cache gives its buffers back ---- */
+
+/* Give the top k buffers of a cache back to the freelist as one chain. */
+int ap_cache_flush_top(struct ap_cache *c, uint32_t k)
+{
+	struct asyncpool *pool = c->pool;
+	uint32_t from = ap_cache_n(c) - k;
+	uint32_t kept = uncache(pool, &c->idx[from], &c->gen[from], k);
+
+	ap_cache_set_n(c, from);
+	return ap_fl_push_chain(&pool->fl, &c->idx[from], kept);
+}
+
+/* Give all of a cache back to its pool's freelist. */
+void ap_cache_drain(struct ap_cache *c)
+{
+	if (c->pool && ap_cache_n(c))
+		(void)ap_cache_flush_top(c, ap_cache_n(c));
+	ap_cache_set_n(c, 0);
+}
+
+/* Make room in a full cache: batch buffers to the freelist, one CAS. */
+__attribute__((noinline)) void ap_cache_flush_batch(struct ap_cache *c)
+{
+	uint32_t n = ap_cache_n(c);
+
+	/* A local pool's depot first: the next refill takes it as it is. */
+	if (c->pool->depot && ap_depot_put(c->pool, c))
+		return;
+	(void)ap_cache_flush_top(c, c->batch < n ? c->batch : n);
 }

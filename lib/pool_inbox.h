@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * An owner's inbox (issue 22, pool_cache.c "Ownership"): the releases other threads
+ * An owner's inbox (issue 22, pool_owner.c): the releases other threads
  * send to the owner of a lent buffer, as tokens (generation << 32 |
  * index, never 0), in a bounded ring of cap slots.  Many senders, one
  * receiver at a time (the owner inside its cache window, or, under
@@ -34,7 +34,7 @@
 
 /*
  * Bit 31 of a token's index half, free (an index is below 2^31 - 1): the
- * sender wrote the buffer's released[] hint itself (pool_cache.c), so
+ * sender wrote the buffer's released[] hint itself (pool_owner.h), so
  * the owner need not.
  */
 #define AP_INBOX_HINTED 0x80000000u
@@ -62,7 +62,7 @@ static inline uint32_t ap_inbox_count(const struct ap_inbox *b)
 /*
  * Send k tokens (k <= cap): false if the ring has no room for them.
  * After a true, the caller fences (seq_cst) before it looks at orphan
- * and at the pool's waiters (pool_cache.c).
+ * and at the pool's waiters (pool_owner.c).
  */
 static inline bool ap_inbox_send(struct ap_inbox *b, const uint64_t *tok, uint32_t k)
 {

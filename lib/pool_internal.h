@@ -3,10 +3,15 @@
  * The pool object, shared by the files of the pool layer:
  *
  *   pool.c          create, acquire, release, destroy: cache or freelist
- *   pool_pop.c      the pops (a refund when the freelist is empty), the uncached release
+ *   pool_pop.c      the pops (a refund when the freelist is empty), the uncached
+ *                   release: pool_pop.h
  *   pool_options.c  asyncpool_create_opts()
- *   pool_cache.c    per-thread caches
- *   pool_depot.c    a local pool's depot of batches between its caches
+ *   pool_cache.c    per-thread caches (their state: cache_state.h)
+ *   pool_lend.c     lending without a cache
+ *   pool_takeover.c taking other threads' caches
+ *   pool_owner.c    the owners of lent buffers, and their inboxes
+ *   pool_bypass.c   stopping the owners of the caches
+ *   pool_depot.c    where a cache's batches go: a local pool's depot, or the freelist
  *   pool_bulk.c     bulk acquire and release
  *   pool_shared.c   shared pools: create, open, release by index, adopt
  *   pool_audit.c    asyncpool_check()
@@ -58,12 +63,12 @@ struct asyncpool {
 	_Atomic bool             reclaiming;    /* a thread of this handle is in ap_reclaim */
 	struct ap_depot         *depot;         /* a local pool's, with caches (pool_depot.c) */
 	/* Owners' inboxes of a pool whose caches lend, by owner id (1..;
-	 * pool_cache.c): a fixed table, so that senders read it unlocked. */
+	 * pool_owner.c): a fixed table, so that senders read it unlocked. */
 	struct ap_inbox        **boxes;
 	_Atomic uint32_t         box_count;     /* ids handed out so far, + 1 */
 	uint32_t                 box_cap;       /* tokens per inbox */
 	/*
-	 * Per buffer, for the releases on other threads (pool_cache.c):
+	 * Per buffer, for the releases on other threads (pool_owner.c):
 	 * owner_of[i] the owner id, written when the buffer enters or
 	 * leaves a cache, never while it is lent; released[i] the last
 	 * generation released, written where a release is decided (never
@@ -82,7 +87,7 @@ struct asyncpool {
 /*
  * Whether pool has per-thread caches (pool_cache.c): caches of
  * cache_size entries, or, in a local pool without them, caches of no
- * entries that only lend (pool_cache.c, "Lending without a cache").
+ * entries that only lend (pool_lend.c).
  */
 static inline bool ap_pool_cached(const struct asyncpool *pool)
 {
@@ -117,20 +122,12 @@ void ap_layout_init(void *mem, uint32_t count, size_t buffer_size, bool shared);
 void ap_layout_publish(void *mem);
 void ap_pool_bind(struct asyncpool *pool, void *mem, struct asyncpool_region *r);
 int  ap_pool_check_region(const struct asyncpool_region *r);
-/* The release callback of the leases of a pool without caches. */
-void ap_pool_recycle(void *ctx, uint64_t token);
 
-/* pool_cache.c */
+/* pool_cache.c (the rest of it: pool_cache.h) */
 void ap_cache_recycle(void *ctx, uint64_t token);
-int  ap_cache_acquire_slow(struct asyncpool *pool, struct asyncpool_lease *out);
 int  ap_cache_destroy(struct asyncpool *pool);
 uint32_t ap_cache_count(const struct asyncpool *pool, int64_t *lent, uint32_t *transit);
 int  ap_pool_cache_init(struct asyncpool *pool, uint32_t cache_size);
-int  ap_cache_flush_others(struct asyncpool *pool, bool force);
-void ap_cache_wait_begin(struct asyncpool *pool);
-void ap_cache_wait_end(struct asyncpool *pool);
-void ap_flush_request(struct asyncpool *pool);
-void ap_cache_honour_flush(struct asyncpool *pool);
 
 /* attach.c: attachments (OFD locks); it calls ap_reclaim() when all are taken */
 int  ap_attach(struct asyncpool *pool, int fd);
@@ -143,42 +140,5 @@ int  ap_reclaim(struct asyncpool *pool);
 /* The automatic reclaim: at most one per AP_RECLAIM_AUTO_MS per handle. */
 int  ap_reclaim_auto(struct asyncpool *pool);
 #define AP_RECLAIM_AUTO_MS 10u
-
-/*
- * Every pop of a pool's freelist goes through ap_pool_pop() or
- * ap_pool_pop_chain(): a pop that finds it empty gives the freelist
- * what the pool holds elsewhere (ap_pool_refund: a local pool's depot,
- * pool_depot.c; what dead processes held, reclaim.c) and pops once more
- * if that brought buffers back.  A pool with neither (uncached local,
- * or shared over raw memory) pays one test, and only after -ENOBUFS.
- */
-int ap_pool_refund(struct asyncpool *pool);      /* pool_pop.c */
-
-static inline bool ap_pool_refunded(struct asyncpool *pool, int rc)
-{
-	return AP_UNLIKELY(rc == -ENOBUFS) && (pool->depot || pool->lock_fd >= 0) &&
-	       ap_pool_refund(pool) > 0;
-}
-
-/* One buffer, marked kind (ap_fl_pop). */
-static inline int ap_pool_pop(struct asyncpool *pool, uint32_t kind, uint32_t *idx, uint32_t *gen)
-{
-	int rc = ap_fl_pop(&pool->fl, kind, idx, gen);
-
-	if (ap_pool_refunded(pool, rc))
-		rc = ap_fl_pop(&pool->fl, kind, idx, gen);
-	return rc;
-}
-
-/*
- * A chain of min to max buffers, marked kind (ap_fl_pop_chain).  Out of
- * line (pool.c): inlined, it kept the bulk acquire's per-buffer loop
- * from inlining cache_next() (113 -> 145 instructions per buffer).
- */
-int ap_pool_pop_chain(struct asyncpool *pool, void *out, void *gens, size_t stride,
-		      uint32_t min, uint32_t max, uint32_t kind, uint32_t *got);
-/* Exactly n buffers of a local pool, owned by cache owner (ap_fl_pop_owned). */
-int ap_pool_pop_owned(struct asyncpool *pool, uint32_t *idx, uint32_t *gen, uint32_t n,
-		      uint32_t owner);
 
 #endif /* ASYNCPOOL_POOL_INTERNAL_H */

@@ -133,7 +133,7 @@ struct ap_pool_header {
 
 /*
  * The head line.  Beside the head word, the two words of waiting
- * (pool_wait.h): a release that just CASed the head pays one load on a
+ * (wait_word.h): a release that just CASed the head pays one load on a
  * line it already owns.  Layouts made before they existed have zeros
  * there, which means "nobody waits, no flush asked".
  */

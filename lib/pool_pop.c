@@ -9,8 +9,8 @@
  * pool_wait.c calls pool.c (asyncpool_acquire), and pool.c calls
  * pool_cache.c, so none of them may be called back.
  */
-#include "pool_internal.h"
-#include "pool_cache.h"
+#include "pool_pop.h"
+#include "pool_depot.h"
 
 int ap_pool_refund(struct asyncpool *pool)
 {

@@ -6,6 +6,7 @@
  */
 #include "pool_internal.h"
 #include "pool_cache.h"
+#include "pool_takeover.h"
 #include "pool_check.h"
 
 #include <stdlib.h>

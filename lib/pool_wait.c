@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Waiting for a buffer (the protocol: pool_wait.h): a blocking acquire
+ * Waiting for a buffer (the protocol: wait_word.h): a blocking acquire
  * with a timeout, an IORING_OP_FUTEX_WAIT on the same word for an
  * io_uring event loop, and an eventfd for epoll programs.
  */
 #include "pool_internal.h"
+#include "pool_pop.h"
+#include "pool_takeover.h"
 #include "pool_wait.h"
 
 #include <signal.h>
@@ -123,7 +125,7 @@ AP_EXPORT int asyncpool_acquire_wait(struct asyncpool *pool, struct asyncpool_le
 	for (;;) {
 		uint32_t v = ap_wait_announce(line);
 
-		/* The announcement before the look at the list (pool_wait.h);
+		/* The announcement before the look at the list (wait_word.h);
 		 * the look reclaims from dead holders (ap_pool_pop). */
 		atomic_thread_fence(memory_order_seq_cst);
 		rc = asyncpool_acquire(pool, out);
@@ -256,9 +258,9 @@ static void *waker_main(void *arg)
 			empty = false;
 		/*
 		 * While the fd exists every cache is bypassed, but the release
-		 * of a lent buffer still goes to its owner's inbox (pool_cache.c,
-		 * "Ownership"), not to the freelist: it wakes this thread, which
-		 * settles it to the freelist, or the fd would stay silent.
+		 * of a lent buffer still goes to its owner's inbox (pool_owner.c),
+		 * not to the freelist: it wakes this thread, which settles it
+		 * to the freelist, or the fd would stay silent.
 		 */
 		if (empty && pool->fl.lazy && ap_cache_flush_others(pool, false) > 0)
 			empty = false;

@@ -478,7 +478,7 @@ struct ur_recv {
 	uint32_t head;                  /* the kernel's head, as last seen */
 	_Atomic uint64_t refused, bad_releases;
 	/* Completions -ENOBUFS; and the word waiters for buffers sleep on
-	 * (the protocol of pool_wait.h; private: the ring is ours). */
+	 * (the protocol of wait_word.h; private: the ring is ours). */
 	_Atomic uint64_t dry;
 	_Atomic uint32_t refill;
 };
@@ -1074,7 +1074,7 @@ static void recv_drain(struct ur_recv *rv, struct asyncpool_region *r)
 		}
 		if (n) {
 			recv_advance(rv, n);
-			/* The tail before the look at the waiters (pool_wait.h). */
+			/* The tail before the look at the waiters (wait_word.h). */
 			atomic_thread_fence(memory_order_seq_cst);
 			ap_word_wake(&rv->refill, false);
 		}
@@ -1295,7 +1295,7 @@ static int uring_region_wait(struct asyncpool_region *r, int64_t timeout_ns)
 	for (;;) {
 		uint32_t v = ap_word_announce(&rv->refill);
 
-		/* The announcement before the look at the ring (pool_wait.h). */
+		/* The announcement before the look at the ring (wait_word.h). */
 		atomic_thread_fence(memory_order_seq_cst);
 		if (recv_has_buffers(rv))
 			return 0;

@@ -12,6 +12,9 @@
 #endif
 #include "../lib/pool_internal.h"
 #include "../lib/pool_cache.h"
+#include "../lib/pool_depot.h"
+#include "../lib/pool_lend.h"
+#include "../lib/pool_takeover.h"
 #include "../lib/attach_rec.h"
 #include "tap.h"
 #include "testutil.h"
@@ -19,7 +22,7 @@
 /*
  * A local pool that is the freelist alone, for the tests of freelist.c
  * and buffer_state.h: asyncpool_create_opts() gives a local pool without
- * caches caches that lend (pool_cache.c), whose acquires leave CACHED
+ * caches caches that lend (pool_lend.c), whose acquires leave CACHED
  * words; this one's leave LEASED ones.
  */
 static inline struct asyncpool *make_freelist_pool(struct asyncpool_proactor *p,

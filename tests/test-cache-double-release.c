@@ -151,7 +151,7 @@ static void *pair_worker(void *arg)
  * thread's cache, which lent it) decides both copies, sent to it by the
  * two workers: both sends succeed, and the owner refuses the second
  * when it looks at its inbox (the flush below), counting it
- * (pool_cache.c, "Ownership"; tests/mutants/owner-drain-no-check).
+ * (pool_owner.c; tests/mutants/owner-drain-unchecked).
  */
 static void race_pair(struct asyncpool *pool, const char *what, bool owned)
 {
@@ -299,7 +299,7 @@ int main(void)
 			bail_out("create_shared");
 		race_pair(pool, "shared layout", false);
 		is_int(asyncpool_destroy(pool), 0, "shared layout: destroy");
-		/* no caches: a local pool still lends (pool_cache.c, "Lending
+		/* no caches: a local pool still lends (pool_lend.c, "Lending
 		 * without a cache"), so the owner decides as above; a shared
 		 * layout's releases both go to the freelist, by CAS.
 		 * asyncpool_create() has caches by default: set_cache 0 takes

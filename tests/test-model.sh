@@ -14,11 +14,11 @@
 #      processes of traffic, 3 buffers: exactly one release refused, no
 #      buffer linked twice.  Racing with a release by plain check
 #      (a thread cache's, release_run's) spin finds the double link.
-#  tests/model/wait.pml      the wait word (lib/pool_wait.h): a thread
+#  tests/model/wait.pml      the wait word (lib/wait_word.h): a thread
 #      waiter, a waiter in another process and one that times out (or a
 #      ring waiter), 3 releases: no waiter left asleep; a releaser that
 #      reads the word before linking in loses a wake-up.
-#  tests/model/bypass.pml    taking another thread's cache (pool_cache.h):
+#  tests/model/bypass.pml    taking another thread's cache (pool_bypass.c):
 #      no buffer owned twice; a flusher that does not wait for busy
 #      takes a buffer the owner is taking.
 #  tests/model/lend.pml      a local pool's caches lend (buffer_state.h):

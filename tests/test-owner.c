@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Ownership (issue 22, lib/pool_cache.c "Ownership"): in a local pool
+ * Ownership (issue 22, lib/pool_owner.c): in a local pool
  * with caches, the cache that lent a buffer decides every release of
  * it; a release on another thread is sent to it.  Each case states one
  * promise of asyncpool_release_token(3) and asyncpool_lease_release(3):
@@ -46,7 +46,7 @@
 
 #define CAP 64
 /* Each case runs twice: caches of 16, then none (a local pool without
- * caches lends too: pool_cache.c, "Lending without a cache"). */
+ * caches lends too: pool_lend.c, "Lending without a cache"). */
 static uint32_t cache_size;
 #define CACHE cache_size
 
@@ -860,7 +860,7 @@ static void default_caches(void)
 	pthread_join(t, &res);
 	is_int(asyncpool_set_cache(p, 8), 0, "default: under 64 buffers no caches, set_cache after use works");
 	is_int(asyncpool_destroy(p), 0, "default: destroy the small one");
-	/* A small pool lends without caches (pool_cache.c): the thread that
+	/* A small pool lends without caches (pool_lend.c): the thread that
 	 * used it keeps its cache of no entries, which grows. */
 	is_int(asyncpool_create(small, &p), 0, "default: create, 63 buffers, again");
 	is_int(asyncpool_acquire(p, &l), 0, "default: this thread acquires from the small one");

@@ -176,7 +176,7 @@ static int in_futex(int tid)
 
 /*
  * While a thread waits, every cache of the process is bypassed, so a
- * release goes to the freelist and wakes it (pool_cache.c, bypass_all;
+ * release goes to the freelist and wakes it (pool_bypass.c, ap_bypass_all;
  * tests/model/wait.pml).  The release comes only once the waiter sleeps
  * in futex(2), so that nothing but the release can give it the buffer:
  * one kept in this thread's cache would leave it asleep (the cache is

@@ -1,6 +1,6 @@
 /*
  * Taking buffers out of another thread's cache: the asymmetric protocol
- * of lib/pool_cache.h.  The owner's fast path is plain stores and loads
+ * of lib/cache_state.h and lib/pool_bypass.c.  The owner's fast path is plain stores and loads
  * (busy = 1; bypass?; ... the cache ...; busy = 0); the flusher sets
  * bypass, runs membarrier(2), waits for busy to be 0, and drains.
  *

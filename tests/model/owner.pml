@@ -5,7 +5,7 @@
  * OWNERSHIP.md): each cached or lent buffer's word has one writer at a
  * time, its owner o (the cache that took it), with plain loads and
  * stores inside o's window (busy = 1 ... busy = 0, the bypass protocol
- * of lib/pool_cache.h, tests/model/bypass.pml); an excluder (a thread
+ * of lib/cache_state.h, tests/model/bypass.pml); an excluder (a thread
  * holding ap_cache_lock that raised bypass on every cache and waited
  * for every busy to be 0) by CAS; and anyone, by CAS, once o's thread
  * has exited (orphan).  A release on another thread does not write the
@@ -23,7 +23,7 @@
  * its batches, gives its cache to the freelist, sets orphan, DRAINs its
  * inbox as an orphan drainer.
  *
- * The code (lib/pool_cache.c, ap_owner_release) differs in one place:
+ * The code (lib/pool_owner.c, ap_owner_release) differs in one place:
  * a release on another thread reads two hints, owner_of[idx] (changed
  * only when the buffer enters or leaves a cache, never while it is
  * lent) and released[idx] (the last generation released, written by
@@ -191,7 +191,7 @@ inline won(b, g, to) {
 	accepted++
 }
 
-/* ---- the wait word (pool_wait.h) ---- */
+/* ---- the wait word (wait_word.h) ---- */
 
 inline wake() {
 	w = wword;                      /* one load when nobody waits */
@@ -290,7 +290,7 @@ inline drain_excl(o) {
 	hpub[o] = h
 }
 
-/* ---- excluders (pool_cache.c bypass_all / bypass_end) ---- */
+/* ---- excluders (pool_bypass.c ap_bypass_all / ap_bypass_end) ---- */
 
 inline lock_take() {
 	atomic { !lock -> lock = 1 }

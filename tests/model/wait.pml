@@ -1,5 +1,5 @@
 /*
- * Waiting for a buffer: the wait word protocol of lib/pool_wait.h, with
+ * Waiting for a buffer: the wait word protocol of lib/wait_word.h, with
  * the futex modelled as the kernel implements it (the value check and
  * the queueing are one atomic step; a wake dequeues every sleeper).
  *

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The state of a per-thread cache, below every file that uses one:
+ * the cache's struct, its count, and its owner's half of the window.
+ *
+ * A cache is an array of free buffer indices, with the generation of
+ * each one's state word, owned by one thread, for one pool handle
+ * (pool_cache.c makes and finds them; pool_depot.c moves their batches;
+ * pool_owner.c decides what comes back to them; pool_bypass.c stops
+ * their owners; pool_takeover.c takes their buffers; pool_lend.c lends
+ * through caches of no entries).
+ *
+ * Another thread may take a cache's buffers (asyncpool_cache_flush_all,
+ * a waiter, an acquire that finds the freelist empty): an asymmetric
+ * protocol, so that the owner's fast path stays plain loads and stores.
+ *
+ *   owner (ap_cache_enter ... leave)      flusher (pool_bypass.c, under the lock)
+ *   busy = 1                              bypass = 1
+ *   compiler barrier                      membarrier(PRIVATE_EXPEDITED)
+ *   bypass? -> busy = 0, use the freelist while (busy) sched_yield()
+ *   ... the cache, as always ...          take the cache's buffers
+ *   busy = 0 (release)                    bypass = 0, or kept while waiting
+ *
+ * membarrier(2) runs a full memory barrier on every running thread of
+ * the process between the flusher's store and its loads, which the
+ * owner's program order then makes a Dekker pair: either the owner sees
+ * bypass, or the flusher sees busy.  An owner that sees bypass leaves
+ * its cache alone and goes to the freelist, so it never waits; a
+ * flusher waits at most for an owner's few instructions (longer only if
+ * the owner is preempted inside them).  While a thread of this process
+ * waits for a buffer, bypass stays set: every release goes to the
+ * freelist, where it wakes the waiter.  Proved in tests/model/wait.pml.
+ */
+#ifndef ASYNCPOOL_CACHE_STATE_H
+#define ASYNCPOOL_CACHE_STATE_H
+
+#include "pool_internal.h"
+
+struct ap_tcache;
+struct ap_inbox;
+
+/*
+ * Releases of buffers that another cache owns, gathered per owner
+ * (pool_owner.c): a batch goes to its owner's inbox with one CAS.  A
+ * few per thread, by owner id modulo AP_OUTBOXES.
+ */
+#define AP_OUTBOX_BATCH 32u
+#define AP_OUTBOXES     4u
+
+struct ap_outbox {
+	uint32_t owner;
+	uint32_t n;                     /* read by others: relaxed */
+	uint64_t tok[AP_OUTBOX_BATCH];
+};
+
+struct ap_cache {
+	/* Owner thread only, on every operation. */
+	struct asyncpool *pool;         /* NULL once the pool is destroyed */
+	uint32_t          n;            /* cached buffers (read by others: relaxed) */
+	uint32_t          size;
+	uint32_t          batch;
+	uint32_t          busy;         /* the owner is inside (above) */
+	uint32_t          bypass;       /* owners go to the freelist (above) */
+	uint32_t          pad;
+	uint32_t         *gen;          /* gen[j]: the generation of idx[j]'s word */
+	int64_t           lent;         /* lent here less lent ones given back here */
+	uint32_t          id;           /* owner id in the words (local pools that lend) */
+	struct ap_inbox  *box;          /* this owner's inbox, or NULL */
+	/* Under ap_cache_lock (pool_bypass.c). */
+	struct ap_cache  *reg_next;     /* the pool's registry */
+	struct ap_cache **reg_pprev;
+	struct ap_tcache *owner;        /* the owning thread's table */
+	/* Owner thread, inside (a flusher under the lock takes them). */
+	struct ap_outbox  outbox[AP_OUTBOXES];
+	uint32_t          idx[];        /* size entries, then gen's size */
+};
+
+static inline uint32_t ap_cache_n(const struct ap_cache *c)
+{
+	return __atomic_load_n(&c->n, __ATOMIC_RELAXED);
+}
+
+static inline void ap_cache_set_n(struct ap_cache *c, uint32_t n)
+{
+	__atomic_store_n(&c->n, n, __ATOMIC_RELAXED);
+}
+
+/* The owner starts using its cache: false if a flusher has it (above). */
+static inline bool ap_cache_enter(struct ap_cache *c)
+{
+	__atomic_store_n(&c->busy, 1, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (AP_UNLIKELY(__atomic_load_n(&c->bypass, __ATOMIC_ACQUIRE))) {
+		__atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+		return false;
+	}
+	return true;
+}
+
+static inline void ap_cache_leave(struct ap_cache *c)
+{
+	__atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+}
+
+/* Count d more buffers lent by cache c (entered), less given back to it. */
+static inline void ap_cache_add_lent(struct ap_cache *c, int64_t d)
+{
+	/* Only the owner writes it; the audit reads it. */
+	__atomic_store_n(&c->lent, c->lent + d, __ATOMIC_RELAXED);
+}
+
+#endif /* ASYNCPOOL_CACHE_STATE_H */

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pool_depot.c: where a cache's buffers go when it gives them back, and
+ * a local pool's depot of full batches, between its caches and its
+ * freelist.  Below the files of the caches (pool_owner.c, pool_cache.c,
+ * pool_takeover.c) and pool_pop.c, which all hand buffers back.
+ */
+#ifndef ASYNCPOOL_POOL_DEPOT_H
+#define ASYNCPOOL_POOL_DEPOT_H
+
+#include "cache_state.h"
+
+/*
+ * Make room in cache c (full, entered): a batch to a depot slot, else
+ * to the freelist as one chain (one CAS either way).
+ */
+void ap_cache_flush_batch(struct ap_cache *c);
+/* The top k buffers of cache c back to the freelist as one chain: 0 or as ap_fl_push_chain(). */
+int ap_cache_flush_top(struct ap_cache *c, uint32_t k);
+/* All of cache c back to its pool's freelist (c's owner outside, or stopped). */
+void ap_cache_drain(struct ap_cache *c);
+
+/*
+ * The depot: put and take move one batch of the calling thread's
+ * cache c (entered); drain gives every full slot back to the freelist
+ * (how many buffers); count is what the slots hold.
+ */
+int ap_depot_init(struct asyncpool *pool);
+void ap_depot_free(struct asyncpool *pool);
+bool ap_depot_put(struct asyncpool *pool, struct ap_cache *c);
+uint32_t ap_depot_take(struct asyncpool *pool, struct ap_cache *c);
+int ap_depot_drain(struct asyncpool *pool);
+uint32_t ap_depot_count(const struct asyncpool *pool);
+bool ap_depot_holds(struct asyncpool *pool, uint32_t idx);
+void ap_depot_forget_busy(struct asyncpool *pool);
+
+#endif /* ASYNCPOOL_POOL_DEPOT_H */

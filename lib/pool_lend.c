@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Lending without a cache (since 1.3.3, issue 22; pool_lend.h): a local
+ * pool with cache_size 0 gives each thread that uses it an owner id and
+ * a cache of no entries, which only lends.  An acquire pops one buffer
+ * and owns it (CACHED id g, as a refill's buffers are); the owner's
+ * release decides it with a load and a store (ap_state_owner_free) and
+ * pushes it straight back (ap_owner_give_back(), pool_owner.h); a
+ * release on another thread goes to the owner's inbox in a batch, as in
+ * a pool with caches, and the owner pushes what it takes from there as
+ * one chain at its next acquire.  So no free buffer
+ * waits in a thread, no release needs a CAS on the buffer's word, and in
+ * a hand-off only the acquiring thread touches the freelist's head.
+ * Everything else (flushers, waiters, thread exit, fork, the audit) is
+ * the ownership of a pool with caches, with caches that hold nothing.
+ */
+#include "pool_lend.h"
+#include "pool_cache.h"
+#include "pool_owner.h"
+#include "pool_takeover.h"
+#include "pool_pop.h"
+
+struct ap_cache *ap_lend_enter(struct asyncpool *pool)
+{
+	struct ap_cache *c = ap_cache_of(pool);
+	struct ap_inbox *b;
+
+	if (!c || c->size || !(b = c->box) || !ap_cache_enter(c))
+		return NULL;
+	if (b->head != atomic_load_explicit(&b->tail, memory_order_relaxed))
+		(void)ap_owner_drain(pool, c, b->mask + 1);
+	return c;
+}
+
+uint32_t ap_lend_pop(struct asyncpool *pool, struct ap_cache *c, char *idx, char *gen,
+		     size_t stride, uint32_t n, int *rc)
+{
+	/* In locals: the records' stores may alias anything. */
+	_Atomic uint32_t *const released = pool->released, *const owner_of = pool->owner_of;
+	const uint32_t id = c->id;
+	uint32_t v[AP_LEND_CHUNK], g[AP_LEND_CHUNK], done = 0;
+	int err = 0;
+
+	while (done < n) {
+		uint32_t k = n - done < AP_LEND_CHUNK ? n - done : AP_LEND_CHUNK;
+
+		err = ap_pool_pop_owned(pool, v, g, k, id);
+		if (AP_UNLIKELY(err))
+			break;
+		for (uint32_t j = 0; j < k; j++, idx += stride, gen += stride) {
+			uint32_t i = v[j], gj = g[j];
+
+			ap_own_hints(released, owner_of, id, i, gj); /* the pop wrote the word */
+			memcpy(idx, &i, sizeof(i));
+			memcpy(gen, &gj, sizeof(gj));
+		}
+		done += k;
+	}
+	ap_cache_add_lent(c, done);
+	*rc = err;
+	return done;
+}
+
+/* A single pop marked cached, lent by c (ap_pool_pop(): cheaper for one than ap_lend_pop()). */
+static inline void lend_one(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, uint32_t gen)
+{
+	ap_own_buffer(pool, c->id, idx, gen);
+	ap_cache_add_lent(c, 1);
+}
+
+/* One buffer, lent by the calling thread's cache if it can (else leased): 0 or -errno. */
+static int lend_pop(struct asyncpool *pool, uint32_t *idx, uint32_t *gen)
+{
+	struct ap_cache *c = ap_lend_enter(pool);
+	int rc = ap_pool_pop(pool, c ? AP_K_CACHED : AP_K_LEASED, idx, gen);
+
+	if (c) {
+		if (!rc)
+			lend_one(pool, c, *idx, *gen);
+		ap_cache_leave(c);
+	}
+	return rc;
+}
+
+int ap_lend_acquire(struct asyncpool *pool, uint32_t *idx, uint32_t *gen)
+{
+	struct ap_cache *c = ap_tc_last;
+	int rc;
+
+	/* The thread's cache used last is this pool's: lend_pop(), inline. */
+	if (AP_LIKELY(c->pool == pool && !c->size && ap_cache_enter(c))) {
+		struct ap_inbox *b = c->box;
+
+		if (AP_UNLIKELY(b->head != atomic_load_explicit(&b->tail, memory_order_relaxed)))
+			(void)ap_owner_drain(pool, c, b->mask + 1);
+		rc = ap_pool_pop(pool, AP_K_CACHED, idx, gen);
+		if (AP_LIKELY(!rc))
+			lend_one(pool, c, *idx, *gen);
+		ap_cache_leave(c);
+	} else {
+		rc = lend_pop(pool, idx, gen);
+	}
+
+	/* Releases on their way to an owner come back, as for a pool with
+	 * caches (ap_cache_acquire_slow), then one more try. */
+	if (rc == -ENOBUFS && ap_cache_flush_others(pool, false) > 0)
+		rc = lend_pop(pool, idx, gen);
+	return rc;
+}
+
+int ap_lend_lease(struct asyncpool *pool, struct asyncpool_lease *out)
+{
+	uint32_t idx, gen;
+	int rc = ap_lend_acquire(pool, &idx, &gen);
+
+	if (AP_UNLIKELY(rc)) {
+		memset(out, 0, sizeof(*out));
+		return rc;
+	}
+	ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);
+	return 0;
+}
+
+uint32_t ap_lend_put(struct asyncpool *pool, struct ap_cache *c, const uint64_t *tok, uint32_t k,
+		     uint64_t *rest)
+{
+	/* In locals: the atomic stores would have them reloaded. */
+	ap_word *const state = pool->fl.state;
+	_Atomic uint32_t *const owner_of = pool->owner_of;
+	const uint32_t id = c->id;
+	const uint64_t word = ap_owned_word(id, 0);
+	uint32_t chain[AP_OUTBOX_BATCH], n = 0, r = 0, taken = 0;
+
+	for (uint32_t j = 0; j < k; j++) {
+		uint32_t idx = AP_TOKEN_INDEX(tok[j]);
+
+		if (AP_LIKELY(atomic_load_explicit(&owner_of[idx], memory_order_relaxed) == id &&
+			      ap_owner_free(state, owner_of, word, idx, AP_TOKEN_GEN(tok[j])))) {
+			chain[n++] = idx;
+			if (n == AP_OUTBOX_BATCH) {
+				(void)ap_fl_push_chain(&pool->fl, chain, n);
+				taken += n;
+				n = 0;
+			}
+		} else {
+			rest[r++] = tok[j];
+		}
+	}
+	if (n)
+		(void)ap_fl_push_chain(&pool->fl, chain, n);
+	ap_cache_add_lent(c, -(int64_t)(taken + n));
+	return r;
+}
