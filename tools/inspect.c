@@ -181,6 +181,7 @@ static int inspect_read(struct inspection *in, const unsigned char *mem, int fd)
 		return 0;
 	}
 	in->buffers_here = ap_bundle_geometry(in->h.buffer_count, in->h.buffer_size,
+					      in->h.channel_count, in->h.channel_capacity,
 					      &in->buffers_off, &total) && total <= in->size;
 	in->bad_releases = load64((const void *)&c->bad_releases);
 	in->corruptions = load64((const void *)&c->corruptions);
@@ -194,7 +195,7 @@ static int inspect_read(struct inspection *in, const unsigned char *mem, int fd)
 							   memory_order_acquire),
 				      (const _Atomic uint64_t *)(mem + AP_OFF_NEXT),
 				      (const _Atomic uint32_t *)(mem + in->h.link_offset),
-				      in->h.buffer_count, seen, &in->a);
+				      in->h.buffer_count, in->h.channel_count, seen, &in->a);
 	free(seen);
 	read_attachments(in, mem, fd);
 	in->stage = SEEN_ALL;
