@@ -40,9 +40,12 @@
  *   at the end's epoch) is finished, then freed by CAS;
  * - a dead sender's step: each position of it that is not published
  *   names in its slot the token its word was queued with; such a word
- *   still QUEUED in this channel and not published anywhere in the ring
- *   goes back to the freelist (a QUEUED word never exists outside the
- *   ring);
+ *   still QUEUED in this channel at that generation, and not published
+ *   in the ring at that generation, goes back to the freelist (a QUEUED
+ *   word never exists outside the ring).  The generation matters: an
+ *   entry a dead receiver took but did not move head past names the
+ *   same buffer at its older generation (tests/model/channel.pml,
+ *   -DBY_INDEX);
  * - a dead receiver's ring: every published entry whose word is QUEUED
  *   in this channel at the token's generation goes back to the freelist
  *   at once (its receiver never touched it), and head moves past them;
@@ -200,7 +203,7 @@ struct reclaim {
 	uint32_t n;
 	unsigned char *reach;
 	unsigned char *done;    /* claimed in this scan: at most once each */
-	unsigned char *pub;     /* a channel's published buffers (chan_sender) */
+	uint32_t *pub;          /* a channel's published generation of each buffer (chan_sender) */
 	bool have_snapshot;
 };
 
@@ -295,14 +298,16 @@ static void chan_sender(struct reclaim *r, struct ap_chan *ch, uint32_t c)
 
 	if (!n)
 		return;
-	/* What the ring holds published: those words stay queued. */
-	memset(r->pub, 0, (size_t)pool->fl.count / 8 + 1);
+	/* What the ring holds published, the latest generation of each
+	 * buffer (positions are in the order they were sent): those words
+	 * stay queued. */
+	memset(r->pub, 0, (size_t)pool->fl.count * sizeof(*r->pub));
 	for (uint32_t k = 0; k < depth; k++) {
-		uint32_t i = AP_TOKEN_INDEX(atomic_load_explicit(&slot[(head + k) & mask].token,
-								 memory_order_relaxed));
+		uint64_t t = atomic_load_explicit(&slot[(head + k) & mask].token,
+						  memory_order_relaxed);
 
-		if (i < pool->fl.count)
-			r->pub[i / 8] |= (unsigned char)(1u << (i % 8));
+		if (AP_TOKEN_INDEX(t) < pool->fl.count)
+			r->pub[AP_TOKEN_INDEX(t)] = AP_TOKEN_GEN(t);
 	}
 	for (uint32_t k = 0; k < n && k < cap; k++) {
 		uint64_t t;
@@ -310,7 +315,8 @@ static void chan_sender(struct reclaim *r, struct ap_chan *ch, uint32_t c)
 		if (ap_chan_published(ch, mask, pos + k))
 			continue;
 		t = atomic_load_explicit(&slot[(pos + k) & mask].token, memory_order_relaxed);
-		if (AP_TOKEN_INDEX(t) < pool->fl.count && !bit(r->pub, AP_TOKEN_INDEX(t)))
+		if (AP_TOKEN_INDEX(t) < pool->fl.count &&
+		    r->pub[AP_TOKEN_INDEX(t)] != AP_TOKEN_GEN(t))
 			chan_claim(r, ch, c, t);
 	}
 	atomic_store_explicit(&ch->step_n, 0, memory_order_relaxed);
@@ -432,7 +438,7 @@ int ap_reclaim(struct asyncpool *pool)
 	r.claimed = malloc((size_t)fl->count * sizeof(uint32_t));
 	r.reach = malloc(bytes);
 	r.done = calloc(1, bytes);
-	r.pub = malloc(bytes);
+	r.pub = malloc((size_t)fl->count * sizeof(*r.pub));
 	if (!r.claimed || !r.reach || !r.done || !r.pub) {
 		rc = -ENOMEM;
 		goto out;
