@@ -345,6 +345,48 @@ static void test_processes(void)
 	asyncpool_shared_close(sp);
 }
 
+/* asyncpool inspect shows each channel: depth, ends, alive or dead. */
+static void test_inspect(void)
+{
+	struct asyncpool_shared *sp = chan_pool(2, CAP);
+	struct asyncpool *pool = asyncpool_shared_pool(sp);
+	struct asyncpool_channel *s;
+	struct asyncpool_lease l;
+	const char *top = getenv("top_builddir");
+	char cmd[512], out[4096];
+	size_t n;
+	FILE *f;
+
+	if (asyncpool_channel_open(pool, 1, ASYNCPOOL_CHANNEL_SEND, &s))
+		bail_out("open");
+	for (int i = 0; i < 3; i++)
+		if (asyncpool_acquire(pool, &l) || asyncpool_channel_send(s, &l))
+			bail_out("send");
+	snprintf(cmd, sizeof(cmd), "%s/tools/asyncpool inspect --json /proc/%ld/fd/%d",
+		 top ? top : ".", (long)getpid(), asyncpool_shared_fd(sp));
+	f = popen(cmd, "r");
+	n = f ? fread(out, 1, sizeof(out) - 1, f) : 0;
+	out[n] = 0;
+	is_int(f ? pclose(f) : -1, 0, "inspect --json: exit 0");
+	ok(strstr(out, "\"queued\":3,\"channel_capacity\":4,\"channels\":[{\"channel\":0,"
+			"\"depth\":0,\"send\":null,\"recv\":null") != NULL,
+	   "inspect --json: 3 queued, channel 0 empty with no end");
+	ok(strstr(out, "{\"channel\":1,\"depth\":3,\"send\":{\"slot\":0,\"state\":\"alive\"},"
+			"\"recv\":null,\"sent\":3") != NULL,
+	   "inspect --json: channel 1 holds 3, its sender alive");
+	snprintf(cmd, sizeof(cmd), "%s/tools/asyncpool inspect /proc/%ld/fd/%d",
+		 top ? top : ".", (long)getpid(), asyncpool_shared_fd(sp));
+	f = popen(cmd, "r");
+	n = f ? fread(out, 1, sizeof(out) - 1, f) : 0;
+	out[n] = 0;
+	if (f)
+		pclose(f);
+	ok(strstr(out, "channel:         1 depth 3 send slot 0 alive recv free sent 3") != NULL,
+	   "inspect: the same in text");
+	asyncpool_channel_close(s);
+	asyncpool_shared_close(sp);
+}
+
 int main(void)
 {
 	test_options();
@@ -352,5 +394,6 @@ int main(void)
 	test_open();
 	test_handoff();
 	test_processes();
+	test_inspect();
 	return done_testing();
 }
