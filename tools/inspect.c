@@ -489,28 +489,6 @@ static void print_json(const struct inspection *in)
 			if (a->problem_index != AP_FL_END)
 				printf(",\"problem_index\":%" PRIu32, a->problem_index);
 		}
-		printf(",\"attachments\":[");
-		for (uint32_t i = 0; i < in->natt; i++) {
-			const struct att_view *t = &in->att[i];
-
-			printf("%s{\"slot\":%" PRIu32, i ? "," : "", t->slot);
-			if (t->pid_known)
-				printf(",\"pid\":%" PRIu32, t->pid);
-			else
-				printf(",\"pid\":null");
-			printf(",\"pid_recorded\":%" PRIu32 ",\"state\":\"%s\""
-			       ",\"leased\":%" PRIu32 ",\"cached\":%" PRIu32, t->pid, att_state(t),
-			       t->leased, t->cached);
-			if (!t->alive && t->dead_for_ms >= 0)
-				printf(",\"dead_for_ms\":%" PRId64, t->dead_for_ms);
-			printf(",\"steps\":[");
-			for (uint32_t k = 0; k < t->nsteps; k++)
-				printf("%s{\"step\":%" PRIu32 ",\"first\":%" PRIu32 ",\"count\":%" PRIu32 "}",
-				       k ? "," : "", t->steps[k].step, t->steps[k].first,
-				       t->steps[k].count);
-			printf("]}");
-		}
-		printf("]");
 		printf(",\"queued\":%" PRIu32 ",\"channel_capacity\":%" PRIu32 ",\"channels\":[",
 		       a->queued, h->channel_capacity);
 		for (uint32_t c = 0; c < in->nchan; c++) {
@@ -532,6 +510,28 @@ static void print_json(const struct inspection *in)
 			       ",\"corruptions\":%" PRIu64 ",\"reclaimed\":%" PRIu64
 			       ",\"in_flight\":%" PRIu32 "}", cv->sent, cv->received, cv->full,
 			       cv->corruptions, cv->reclaimed, cv->step_n);
+		}
+		printf("]");
+		printf(",\"attachments\":[");
+		for (uint32_t i = 0; i < in->natt; i++) {
+			const struct att_view *t = &in->att[i];
+
+			printf("%s{\"slot\":%" PRIu32, i ? "," : "", t->slot);
+			if (t->pid_known)
+				printf(",\"pid\":%" PRIu32, t->pid);
+			else
+				printf(",\"pid\":null");
+			printf(",\"pid_recorded\":%" PRIu32 ",\"state\":\"%s\""
+			       ",\"leased\":%" PRIu32 ",\"cached\":%" PRIu32, t->pid, att_state(t),
+			       t->leased, t->cached);
+			if (!t->alive && t->dead_for_ms >= 0)
+				printf(",\"dead_for_ms\":%" PRId64, t->dead_for_ms);
+			printf(",\"steps\":[");
+			for (uint32_t k = 0; k < t->nsteps; k++)
+				printf("%s{\"step\":%" PRIu32 ",\"first\":%" PRIu32 ",\"count\":%" PRIu32 "}",
+				       k ? "," : "", t->steps[k].step, t->steps[k].first,
+				       t->steps[k].count);
+			printf("]}");
 		}
 		printf("]");
 	}

@@ -1143,9 +1143,8 @@ static void ch_send_n(uint64_t n, uint32_t per)
 	for (uint64_t k = 0; k < n;) {
 		int r;
 		if (at == have) {
-			int g;
-			while ((g = asyncpool_acquire_tokens(ch_pool, t, BULK)) <= 0) cpu_relax();
-			have = (uint32_t)g;
+			while (asyncpool_acquire_tokens(ch_pool, t, BULK)) cpu_relax();
+			have = BULK;
 			at = 0;
 		}
 		uint32_t want = per < have - at ? per : have - at;
@@ -1179,7 +1178,7 @@ static void ch_ping(uint64_t n, int tid)
 {
 	uint64_t t;
 	(void)tid;
-	while (asyncpool_acquire_tokens(ch_pool, &t, 1) != 1) cpu_relax();
+	while (asyncpool_acquire_tokens(ch_pool, &t, 1)) cpu_relax();
 	for (uint64_t k = 0; k < n; k++) {
 		uint64_t t0 = lat_now();
 		while (asyncpool_channel_send_token(ch_tx[0], t)) cpu_relax();
@@ -1316,6 +1315,8 @@ static double clean_median(const double *v, const double *c, int n)
 int main(int argc, char **argv)
 {
 	int reps = argc > 1 ? atoi(argv[1]) : 5;
+	/* ONLY_CHANNELS=1: the floors and the channel rows, not the pools. */
+	int only_channels = getenv("ONLY_CHANNELS") != NULL;
 	uint64_t st_n = (argc > 2 ? strtoull(argv[2], 0, 10) : 10) * 1000000ull;
 	uint64_t mt_n = st_n / 2;     /* per thread for "mt" */
 	uint64_t xf_n = st_n / 2;     /* transfers for "xfer" */
@@ -1476,7 +1477,7 @@ int main(int argc, char **argv)
 		ppv[r] = 1e3 / run2(pingpong, pingpong, 1000000, 1000000, 0); /* ns per round trip */
 		ppc[r] = last_oncpu;
 		for (int i = 0; i < nv; i++) {
-			if (!*vs[i].avail) continue;
+			if (!*vs[i].avail || only_channels) continue;
 			/* st */
 			if (vs[i].init) vs[i].init();
 			vs[i].st(st_n / 10, 0); /* warmup */
@@ -1539,7 +1540,7 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < nv; i++) {
 		char s1[64] = "n/a", s2[64] = "-", s3[64] = "-", c2[32] = "-", c3[32] = "-";
-		if (*vs[i].avail) {
+		if (*vs[i].avail && !only_channels) {
 			stats(st[i], reps, &a, &b, &c);
 			snprintf(s1, 64, "%6.2f [%6.2f-%6.2f]", a, b, c);
 			if (vs[i].mt_ok) { stats(mt[i], reps, &a, &b, &c); snprintf(s2, 64, "%7.1f [%7.1f-%7.1f]", a, b, c); clean_med(c2, 32, mt[i], mtc[i], reps); }
@@ -1559,7 +1560,8 @@ int main(int argc, char **argv)
 		const char *suffix = vs[i].name + strlen("libasyncpool ");
 		char dn[64];
 		int d = -1;
-		if (strncmp(vs[i].name, "libasyncpool ", strlen("libasyncpool ")) || !*vs[i].avail) continue;
+		if (strncmp(vs[i].name, "libasyncpool ", strlen("libasyncpool ")) || !*vs[i].avail ||
+		    only_channels) continue;
 		if (!strncmp(suffix, "tokens ", strlen("tokens "))) suffix += strlen("tokens ");
 		snprintf(dn, sizeof(dn), "DPDK ring_mp_mc %s", suffix);
 		for (int k = 0; k < nv; k++)
