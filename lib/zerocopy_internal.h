@@ -13,6 +13,10 @@
 
 #include <asyncpool.h>
 
+/* The byte of a socket that asyncpool_zc_open() locks (a POSIX record
+ * lock) between its look at SO_ZEROCOPY and its set. */
+#define AP_ZC_CLAIM_BYTE ((off_t)1 << 30)
+
 /* A ring slot whose send was reported complete. */
 #define AP_ZC_DONE UINT32_MAX
 /* The end of the free list of records. */
@@ -32,6 +36,7 @@ struct ap_zc_rec {
 
 struct asyncpool_zc {
 	int      fd;            /* our own dup of the caller's socket */
+	pid_t    pid;           /* the process that opened it (zc_forked()) */
 	uint32_t flags;         /* ASYNCPOOL_ZC_COPY, _NO_FALLBACK */
 	uint32_t fallback_after;
 	bool     zerocopy;      /* sending with MSG_ZEROCOPY now */
