@@ -11,7 +11,9 @@
 #   - a "not ok ... # TODO" (an expected failure) is not a catch;
 #   - a named test that fails on the unmutated tree fails the run before
 #     any mutant (the baseline);
-# and that the runner works in its scratch copy, never in the tree.
+# that the runner works in its scratch copy, never in the tree; and
+# that a file edited since the last run is rebuilt, even when its time
+# is older than what the scratch copy built from it before.
 set -u
 srcdir=$(cd "${top_srcdir:-.}" && pwd)
 runner=$srcdir/tests/mutants/run.sh
@@ -35,7 +37,7 @@ int todo = 0;
 int fragile = 0;
 EOF
 printf '%s\n' \
-	'all:' \
+	'all: lib/libasyncpool.la tests/libasyncpool-testhooks.la' \
 	'check:' \
 	'lib/libasyncpool.la: lib/fake.c' \
 	'	cp lib/fake.c $@' \
@@ -83,7 +85,7 @@ mutant fails-anyway "tests/pass.sh tests/broken.sh" "int fragile = 0;" "int frag
 git -C "$fake" init -q || { echo "Bail out! git init"; exit 1; }
 sum=$(cksum < "$fake/lib/fake.c")
 
-echo "1..14"
+echo "1..15"
 t=0
 ok() {
 	t=$((t + 1))
@@ -134,3 +136,18 @@ ok $((1 - $(has "$tmp/two.log" '^(ok|not ok) '))) "before any mutant ran"
 
 [ "$(cksum < "$fake/lib/fake.c")" = "$sum" ]
 ok $? "the tree itself was never mutated"
+
+# An edit with an old time (as one made during a run, whose reverts
+# touched the scratch copy since): the next run must build it.
+# A new test needs the edit in the built library.
+printf '%s\n' 'int edited = 1;' >> "$fake/lib/fake.c"
+touch -d '2001-01-01' "$fake/lib/fake.c"
+cat > "$fake/tests/edited.sh" <<'EOF'
+echo 1..1
+if grep -q 'edited = 1' lib/libasyncpool.la; then echo "ok 1 - edited"; else echo "not ok 1 - edited"; fi
+EOF
+mutant edit-seen "tests/edited.sh" "int edited = 1;" "int edited = 2;"
+run "$tmp/three.log" edit-seen
+sed 's/^/# /' "$tmp/three.log"
+ok "$(has "$tmp/three.log" '^# baseline: all 1 pass')" \
+	"an edit older than the scratch copy's build is built before the baseline"

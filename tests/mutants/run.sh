@@ -73,10 +73,23 @@ for o in "$scratch"/lib/*.mutant-orig; do
 	echo "lib/$(basename "$o" .mutant-orig)" >> "$scratch/.mutant-dirty"
 	rm -f "$o"
 done
-git -C "$srcdir" ls-files -co --exclude-standard -z |
-	(cd "$srcdir" && tar --null -T - -c) | tar -x -C "$scratch" ||
+git -C "$srcdir" ls-files -co --exclude-standard -z > "$scratch/.mutant-files" ||
+	die "cannot list the tree"
+# What the scratch tree is built from: a checksum per file.  A file whose
+# text differs from what the last build saw may still be older than its
+# objects (edited during a run, whose reverts touched the copy since):
+# make it newer, so that make rebuilds it.  No record: everything.
+(cd "$srcdir" && xargs -0 cksum < "$scratch/.mutant-files") > "$scratch/.mutant-sums.new" ||
+	die "cannot read the tree"
+(cd "$srcdir" && tar --null -T "$scratch/.mutant-files" -c) | tar -x -C "$scratch" ||
 	die "cannot copy the tree to $scratch"
 cd "$scratch" || die "cd $scratch"
+if [ -f .mutant-sums ]; then
+	awk 'NR == FNR { built[$0] = 1; next } !($0 in built) { print $3 }' \
+		.mutant-sums .mutant-sums.new
+else
+	awk '{ print $3 }' .mutant-sums.new
+fi | xargs -r touch
 mdir=$scratch/tests/mutants
 # Files a run reverted but did not rebuild (it was interrupted): the copy
 # above gave them their old times back, so make them newer than their
@@ -94,6 +107,7 @@ echo "# building the scratch tree"
 make -j"$jobs" > mutants-build.log 2>&1 &&
 	make -j"$jobs" check TESTS= >> mutants-build.log 2>&1 ||
 	die "the unmutated tree does not build: $scratch/mutants-build.log"
+mv -f .mutant-sums.new .mutant-sums
 
 # The mutants to run, read from the copy (edits to them during a run
 # do not change it).
