@@ -124,6 +124,7 @@ static bool zc_forked(const struct asyncpool_zc *zs)
 
 #ifdef ASYNCPOOL_TEST_HOOKS
 ssize_t (*ap_zc_test_sendmsg)(int fd, const struct msghdr *msg, int flags);
+ssize_t (*ap_zc_test_recvmsg)(int fd, struct msghdr *msg, int flags);
 
 static ssize_t zc_sendmsg(int fd, const struct msghdr *msg, int flags)
 {
@@ -131,8 +132,16 @@ static ssize_t zc_sendmsg(int fd, const struct msghdr *msg, int flags)
 		return ap_zc_test_sendmsg(fd, msg, flags);
 	return sendmsg(fd, msg, flags);
 }
+
+static ssize_t zc_recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	if (ap_zc_test_recvmsg)
+		return ap_zc_test_recvmsg(fd, msg, flags);
+	return recvmsg(fd, msg, flags);
+}
 #else
 #define zc_sendmsg sendmsg
+#define zc_recvmsg recvmsg
 #endif
 
 AP_EXPORT int asyncpool_zc_open(int fd, const struct asyncpool_zc_options *opts,
@@ -403,7 +412,7 @@ AP_EXPORT int asyncpool_zc_reap(struct asyncpool_zc *zs)
 		memset(&msg, 0, sizeof(msg));
 		msg.msg_control = ctl.buf;
 		msg.msg_controllen = sizeof(ctl.buf);
-		if (recvmsg(zs->fd, &msg, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) {
+		if (zc_recvmsg(zs->fd, &msg, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) {
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)

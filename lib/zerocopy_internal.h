@@ -64,6 +64,8 @@ int ap_zc_complete(struct asyncpool_zc *zs, uint32_t lo, uint32_t hi, bool copie
 #ifdef ASYNCPOOL_TEST_HOOKS
 /* When set, called instead of sendmsg(2): bytes sent or -1 with errno. */
 extern ssize_t (*ap_zc_test_sendmsg)(int fd, const struct msghdr *msg, int flags);
+/* When set, called instead of recvmsg(2) of the error queue. */
+extern ssize_t (*ap_zc_test_recvmsg)(int fd, struct msghdr *msg, int flags);
 #endif
 
 #endif

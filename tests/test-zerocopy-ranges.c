@@ -9,6 +9,9 @@
 #include "config.h"
 
 #include <errno.h>
+#include <time.h>
+#include <linux/errqueue.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -44,6 +47,63 @@ static ssize_t fake_sendmsg(int fd, const struct msghdr *msg, int flags)
 		errno = script_errno[calls];
 	calls++;
 	return v;
+}
+
+/*
+ * The fake error queue: messages of up to two control messages each,
+ * as recvmsg(2) with MSG_ERRQUEUE gives them; then EAGAIN.
+ */
+struct fake_cmsg {
+	int level, type;                /* SOL_IP/IP_RECVERR, ...; type 0: none */
+	struct sock_extended_err ee;
+};
+static struct fake_cmsg queue[8][2];
+static unsigned nqueue, queued_at;
+
+static ssize_t fake_recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	struct cmsghdr *cm;
+	size_t used = 0;
+
+	(void)fd;
+	if (!(flags & MSG_ERRQUEUE) || queued_at >= nqueue) {
+		errno = EAGAIN;
+		return -1;
+	}
+	cm = CMSG_FIRSTHDR(msg);
+	for (int k = 0; k < 2 && cm; k++) {
+		struct fake_cmsg *f = &queue[queued_at][k];
+
+		if (!f->type)
+			break;
+		cm->cmsg_level = f->level;
+		cm->cmsg_type = f->type;
+		cm->cmsg_len = CMSG_LEN(sizeof(f->ee));
+		memcpy(CMSG_DATA(cm), &f->ee, sizeof(f->ee));
+		used += CMSG_SPACE(sizeof(f->ee));
+		cm = CMSG_NXTHDR(msg, cm);
+	}
+	msg->msg_controllen = used;
+	queued_at++;
+	return 0;
+}
+
+/* Queue a message: a control message of level/type, origin, errno, code, range. */
+static void enqueue(unsigned k, int level, int type, uint8_t origin, uint32_t err, uint8_t code,
+		    uint32_t lo, uint32_t hi)
+{
+	struct fake_cmsg *f = &queue[nqueue][k];
+
+	memset(f, 0, sizeof(*f));
+	f->level = level;
+	f->type = type;
+	f->ee.ee_origin = origin;
+	f->ee.ee_errno = err;
+	f->ee.ee_code = code;
+	f->ee.ee_info = lo;
+	f->ee.ee_data = hi;
+	if (k == 0)
+		memset(&queue[nqueue][1], 0, sizeof(queue[nqueue][1]));
 }
 
 static void answer(ssize_t v, int err)
@@ -290,6 +350,42 @@ int main(void)
 	st = stats(zs);
 	ok(st.bad_ranges == 3 && st.pending == 0 && st.completions == 1 && st.failed == 2,
 	   "dgram: 3 bad ranges, 1 completion, 2 failed");
+	is_int(asyncpool_zc_close(zs, 0), 0, "close");
+
+	/*
+	 * The error queue as asyncpool_zc_reap() reads it: a completion
+	 * per message, on IP_RECVERR or IPV6_RECVERR (an AF_INET6 socket,
+	 * v4-mapped peers too), with SO_EE_CODE_ZEROCOPY_COPIED or not,
+	 * beside another control message; messages of another origin, or
+	 * with an errno, are no completion ("other").
+	 */
+	zs = open_zc(ASYNCPOOL_ZC_NO_FALLBACK, 0);
+	for (int i = 0; i < 4; i++) {
+		asyncpool_acquire(pool, &l[i]);
+		asyncpool_zc_send(zs, &l[i], 0, 4096, 0, 0);
+	}
+	ap_zc_test_recvmsg = fake_recvmsg;
+	nqueue = queued_at = 0;
+	enqueue(0, SOL_IP, IP_RECVERR, SO_EE_ORIGIN_ZEROCOPY, 0, SO_EE_CODE_ZEROCOPY_COPIED, 0, 1);
+	nqueue++;
+	enqueue(0, SOL_IPV6, IPV6_RECVERR, SO_EE_ORIGIN_ZEROCOPY, 0, 0, 2, 2);
+	nqueue++;
+	enqueue(0, SOL_IP, IP_RECVERR, SO_EE_ORIGIN_ICMP, ECONNREFUSED, 3, 0, 0);
+	nqueue++;
+	enqueue(0, SOL_IP, IP_RECVERR, SO_EE_ORIGIN_LOCAL, 0, 0, 3, 3);
+	nqueue++;
+	enqueue(0, SOL_SOCKET, SO_TIMESTAMP, 0, 0, 0, 0, 0);
+	enqueue(1, SOL_IP, IP_RECVERR, SO_EE_ORIGIN_ZEROCOPY, 0, 0, 3, 3);
+	nqueue++;
+	is_int(asyncpool_zc_reap(zs), 4, "error queue: 4 leases back from 3 completions");
+	st = stats(zs);
+	ok(st.completions == 4 && st.copied == 2 && st.notifications == 3 && st.other == 2 &&
+	   st.pending == 0, "error queue: 4 completed, 2 copied (the range with the code), "
+	   "3 ranges, 2 other (%llu %llu %llu %llu)", (unsigned long long)st.completions,
+	   (unsigned long long)st.copied, (unsigned long long)st.notifications,
+	   (unsigned long long)st.other);
+	is_int(queued_at, nqueue, "error queue: every message read");
+	ap_zc_test_recvmsg = NULL;
 	is_int(asyncpool_zc_close(zs, 0), 0, "close");
 
 	ap_zc_test_sendmsg = NULL;
