@@ -38,7 +38,11 @@
  * libasyncpool's own use of it is private).
  *
  * Exit status: 0 when every buffer came back and everything was torn
- * down, 1 on an error, 77 when io_uring is not available here.
+ * down, 1 on an error, 77 when io_uring is not available here: in a
+ * container whose seccomp profile refuses it (Docker's default since 25,
+ * containerd 2.0), under kernel.io_uring_disabled.  There, serve with
+ * echo-server-epoll.c instead: the same server on epoll and the socket
+ * backend (MSG_ZEROCOPY), which asyncpool_backend_probe(3) chooses.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -418,7 +422,9 @@ int main(int argc, char **argv)
 	for (int i = 0; i < threads; i++) {
 		rc = io_uring_queue_init(256, &w[i].ring, 0);
 		if (rc == -EPERM || rc == -ENOSYS) {
-			fprintf(stderr, "echo-server: io_uring is not available: %s\n", strerror(-rc));
+			fprintf(stderr, "echo-server: io_uring is not available: %s; "
+				"echo-server-epoll serves without it (MSG_ZEROCOPY)\n",
+				strerror(-rc));
 			return 77;
 		}
 		if (rc || (rc = asyncpool_proactor_create_uring(&w[i].ring, 0, &w[i].proactor)))

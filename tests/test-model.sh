@@ -32,7 +32,7 @@
 #      and a second reclaim that overlaps it (the reclaimer word taken
 #      over from a live claimant) links a buffer twice.
 #  tests/model/owner.pml     the ownership protocol of a local pool's
-#      caches (issue 22, OWNERSHIP.md): copies of one lease released by
+#      caches (HACKING.md, "Ownership"): copies of one lease released by
 #      the owner in its window and by another thread through the
 #      owner's inbox, or by two other threads, with a flush anywhere;
 #      owners exiting with lent buffers and undelivered batches; a
@@ -42,7 +42,7 @@
 #      the check accepts twice; a drain that trusts the reserved tail
 #      reads an unwritten slot; a SEND without the orphan re-check
 #      strands a token, one without the wake leaves the waiter asleep;
-#      and the four places where OWNERSHIP.md as written fails (the
+#      and the four places where the first text of the protocol failed (the
 #      model's FIX 1-4: the owner's check before its window, exit's
 #      SEND taking the lock again, a waiter that does not take the
 #      batches, the orphan CAS not counting out[]).

@@ -7,34 +7,13 @@
  */
 #include "config.h"
 
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <stddef.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include <asyncpool.h>
+#include "seccomp-uring.h"
 #include "uring-util.h"
-
-/* Make one system call fail with err; everything else is allowed. */
-static int deny(int nr, int err)
-{
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (unsigned)err),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
-
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		return -errno;
-	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog))
-		return -errno;
-	return 0;
-}
 
 /* create_uring on a live ring once io_uring_register is refused with err. */
 static int create_refused(int err)
@@ -53,7 +32,7 @@ static int create_refused(int err)
 		close(pfd[0]);
 		if (io_uring_queue_init(4, &ring, 0))
 			rc = 1000;
-		else if (deny(__NR_io_uring_register, err))
+		else if (seccomp_deny(__NR_io_uring_register, err))
 			rc = 1001;
 		else
 			rc = asyncpool_proactor_create_uring(&ring, 0, &p);
@@ -88,7 +67,7 @@ static int demo_refused(int err, char *out, size_t outlen)
 		dup2(pfd[1], 1);
 		close(pfd[0]);
 		close(pfd[1]);
-		if (deny(__NR_io_uring_setup, err))
+		if (seccomp_deny(__NR_io_uring_setup, err))
 			_exit(100);
 		execl(tool, tool, "demo", "--ops", "2000", "--mib", "8", (char *)NULL);
 		_exit(101);

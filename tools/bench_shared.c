@@ -32,50 +32,6 @@ struct shared_ctl {
 	atomic_int failed;
 };
 
-static void no_destroy(void *ctx)
-{
-	(void)ctx;
-}
-
-int tool_shared_pool(struct tool_shared_pool *t, size_t head, uint32_t count)
-{
-	size_t bufs = ((size_t)count * 64 + 4095) & ~(size_t)4095;
-	int rc;
-
-	memset(t, 0, sizeof(*t));
-	t->mem = MAP_FAILED;
-	rc = asyncpool_shared_storage_size(count, &t->layout);
-	if (rc)
-		return rc;
-	t->layout = (t->layout + 4095) & ~(size_t)4095;
-	t->total = head + t->layout + bufs;
-	t->mem = mmap(NULL, t->total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (t->mem == MAP_FAILED)
-		return -ENOMEM;
-	t->layout_mem = t->mem + head;
-	if ((rc = asyncpool_proactor_create_memory(&t->p)) ||
-	    (rc = asyncpool_slab_wrap(t->mem + head + t->layout, 64, count, no_destroy, NULL,
-				      &t->slab)) ||
-	    (rc = asyncpool_proactor_register_slab(t->p, t->slab, ASYNCPOOL_ACCESS_READ, &t->r)) ||
-	    (rc = asyncpool_create_shared(t->layout_mem, t->layout, t->r, &t->pool)))
-		return rc;
-	return 0;
-}
-
-void tool_shared_pool_free(struct tool_shared_pool *t)
-{
-	if (t->pool)
-		asyncpool_destroy(t->pool);
-	if (t->r)
-		asyncpool_region_unref(t->r);
-	if (t->slab)
-		asyncpool_slab_unref(t->slab);
-	if (t->p)
-		asyncpool_proactor_destroy(t->p);
-	if (t->mem != MAP_FAILED)
-		munmap(t->mem, t->total);
-}
-
 static void loop(struct asyncpool *pool, unsigned long ops)
 {
 	for (unsigned long i = 0; i < ops; i++) {

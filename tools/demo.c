@@ -181,25 +181,3 @@ int cmd_demo(int argc, char **argv)
 	printf("%s\n", rc == TOOL_EXIT_OK ? "ok" : "FAILED");
 	return rc;
 }
-
-/* Built without liburing too: the MSG_ZEROCOPY demo uses it. */
-struct asyncpool_region *demo_region(struct asyncpool_proactor *p, size_t size, uint32_t count,
-				     uint32_t access, int *rc)
-{
-	struct asyncpool_slab_options o;
-	struct asyncpool_slab *s;
-	struct asyncpool_region *r = NULL;
-
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = size;
-	o.buffer_count = count;
-	o.numa_node = -1;
-	o.flags = ASYNCPOOL_SLAB_POPULATE;
-	*rc = asyncpool_slab_create(&o, &s);
-	if (*rc)
-		return NULL;
-	*rc = asyncpool_proactor_register_slab(p, s, access, &r);
-	asyncpool_slab_unref(s);
-	return r;
-}

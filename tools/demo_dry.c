@@ -331,7 +331,7 @@ int demo_dry(size_t bytes, char *why, size_t whylen)
 	}
 	rc = asyncpool_proactor_create_uring(&d->ring, 0, &p);
 	if (!rc)
-		d->r = demo_region(p, DRY_BUF_SIZE, DRY_BUFS, ASYNCPOOL_ACCESS_WRITE, &rc);
+		d->r = tool_region(p, DRY_BUF_SIZE, DRY_BUFS, ASYNCPOOL_ACCESS_WRITE, &rc);
 	if (rc) {
 		snprintf(why, whylen, "cannot register a buffer ring: %s", strerror(-rc));
 		result = rc == -EOPNOTSUPP || rc == -EPERM || rc == -ENOSYS ?

@@ -308,13 +308,13 @@ int demo_uring(size_t bytes, char *why, size_t whylen)
 
 	rc = asyncpool_proactor_create_uring(&tx.ring, 0, &tx.p);
 	if (!rc)
-		tx.r = demo_region(tx.p, CHUNK, TX_BUFS, ASYNCPOOL_ACCESS_READ, &rc);
+		tx.r = tool_region(tx.p, CHUNK, TX_BUFS, ASYNCPOOL_ACCESS_READ, &rc);
 	if (!rc)
 		rc = asyncpool_create(tx.r, &tx.pool);
 	if (!rc)
 		rc = asyncpool_proactor_create_uring(&rx.ring, 0, &rx.p);
 	if (!rc)
-		rx.r = demo_region(rx.p, CHUNK, RX_BUFS, ASYNCPOOL_ACCESS_WRITE, &rc);
+		rx.r = tool_region(rx.p, CHUNK, RX_BUFS, ASYNCPOOL_ACCESS_WRITE, &rc);
 	if (rc) {
 		snprintf(why, whylen, "cannot register buffers: %s", strerror(-rc));
 		result = rc == -EOPNOTSUPP || rc == -EPERM || rc == -ENOSYS ?

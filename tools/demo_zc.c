@@ -127,11 +127,11 @@ int demo_zc(size_t bytes, const char *why_not_uring, char *why, size_t whylen)
 	}
 	rc = asyncpool_proactor_create_memory(&p);
 	if (!rc)
-		txr = demo_region(p, CHUNK, TX_BUFS, ASYNCPOOL_ACCESS_READ, &rc);
+		txr = tool_region(p, CHUNK, TX_BUFS, ASYNCPOOL_ACCESS_READ, &rc);
 	if (!rc)
 		rc = asyncpool_create(txr, &tx);
 	if (!rc)
-		rxr = demo_region(p, CHUNK, RX_BUFS, ASYNCPOOL_ACCESS_READ, &rc);
+		rxr = tool_region(p, CHUNK, RX_BUFS, ASYNCPOOL_ACCESS_READ, &rc);
 	if (!rc)
 		rc = asyncpool_create(rxr, &rxpool);
 	if (rc) {

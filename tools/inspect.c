@@ -53,22 +53,6 @@ static void inspect_usage(FILE *f)
 	      "inconsistent; 2 usage error.\n", f);
 }
 
-bool tool_is_shm_name(const char *s)
-{
-	return s[0] == '/' && s[1] && !strchr(s + 1, '/');
-}
-
-const char *tool_pool_error(int rc)
-{
-	switch (rc) {
-	case -EPROTO: return "EPROTO (no pool magic)";
-	case -EPROTONOSUPPORT: return "EPROTONOSUPPORT (unknown layout version)";
-	case -EBADMSG: return "EBADMSG (inconsistent header)";
-	case -EUCLEAN: return "EUCLEAN (inconsistent freelist)";
-	default: return strerror(-rc);
-	}
-}
-
 /* One attachment record, or a holder that buffers name. */
 struct att_view {
 	uint32_t slot;

@@ -1,5 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* Shared by the subcommands of the asyncpool tool. */
+/*
+ * Shared by the files of the asyncpool tool.  They call one way
+ * (tests/test-layers-tools.sh): asyncpool.c calls the subcommands
+ * (demo.c, bench.c, inspect.c, reclaim.c), which call their parts
+ * (demo_*.c, bench_*.c), and all of them the helpers (options.c,
+ * pools.c, bench_stats.c, names.c, net.c, pattern.c, vm_pin.c), which
+ * call no other file of tools/ but pattern.c.
+ */
 #ifndef ASYNCPOOL_TOOL_H
 #define ASYNCPOOL_TOOL_H
 
@@ -35,7 +42,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_reclaim(int argc, char **argv);
 
-/* inspect.c: a POSIX shm name ("/name"), not a path; a pool error's name. */
+/* names.c: a POSIX shm name ("/name"), not a path; a pool error's name. */
 bool tool_is_shm_name(const char *s);
 const char *tool_pool_error(int rc);
 
@@ -51,9 +58,6 @@ int demo_dry(size_t bytes, char *why, size_t whylen);
  * where io_uring is refused (why_not_uring: what the io_uring demo said).
  */
 int demo_zc(size_t bytes, const char *why_not_uring, char *why, size_t whylen);
-/* A prefaulted slab of count x size bytes registered on p for access. */
-struct asyncpool_region *demo_region(struct asyncpool_proactor *p, size_t size, uint32_t count,
-				     uint32_t access, int *rc);
 
 /* Monotonic time in nanoseconds. */
 static inline uint64_t tool_now_ns(void)
@@ -64,6 +68,7 @@ static inline uint64_t tool_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* pools.c: the pools and regions the subcommands make. */
 /*
  * A memory-proactor pool of count x size buffers, with per-thread caches
  * of cache buffers (0: none; TOOL_POOL_DEFAULT: made by asyncpool_create(),
@@ -93,6 +98,9 @@ struct tool_shared_pool {
 };
 int tool_shared_pool(struct tool_shared_pool *t, size_t head, uint32_t count);
 void tool_shared_pool_free(struct tool_shared_pool *t);
+/* A prefaulted slab of count x size bytes registered on p for access. */
+struct asyncpool_region *tool_region(struct asyncpool_proactor *p, size_t size, uint32_t count,
+				     uint32_t access, int *rc);
 
 /* One line of `asyncpool bench`. */
 struct bench_result {
@@ -107,7 +115,7 @@ struct bench_result {
 	double extra2;
 };
 
-/* Sort the n values of v; out[] = their median, min and max. */
+/* bench_stats.c: sort the n values of v; out[] = their median, min and max. */
 void bench_spread(double out[3], double *v, unsigned n);
 void bench_summarize(struct bench_result *out, const uint64_t *elapsed, unsigned reps,
 		     unsigned long ops, unsigned threads, unsigned long ops_total);
@@ -140,7 +148,7 @@ int bench_contend(enum bench_contend_kind kind, unsigned long ops, unsigned reps
 int bench_handoff_2proc(bool wait, unsigned long msgs, struct bench_result *out);
 
 /*
- * The options of command argv[0] (the table in asyncpool.c), parsed
+ * options.c: the options of command argv[0] (the table there), parsed
  * into *a: value[key] and given[key] by short option letter, first the
  * index of the first operand; operands: how many non-empty ones the
  * command takes (-1: the caller checks).  TOOL_GO to go on, or the exit

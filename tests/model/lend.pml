@@ -6,7 +6,7 @@
  * word, which stays CACHED at the lease's generation g.  A release of
  * generation g (by lease or token) accepts CACHED g as it accepts
  * LEASED g; a release by index, which knows no generation, must ask the
- * caches (ap_cache_lease_gen): stop them all as a flush does (bypass,
+ * caches (ap_cache_claim_lent): stop them all as a flush does (bypass,
  * membarrier, wait for busy, as tests/model/bypass.pml), look through
  * them, and release only a buffer that none holds.
  *
