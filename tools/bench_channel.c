@@ -23,6 +23,10 @@
  *                      receiver's head read by the sender only when it
  *                      looks full) without the buffer's word, the
  *                      checks, the step or the counters
+ *   chan-floor-words-* the same, and a word per token changed by CAS on
+ *                      each side (a word of 4096, 8 a cache line, as a
+ *                      pool's state[]): what the channel's ownership
+ *                      costs, without its checks, counters or pool
  * Each pair of ns per token, or per one way.  The latency cases give the
  * median, the minimum and the maximum over the repetitions of each one's
  * median, and the median of their 99.9th percentiles (p999_ns).
@@ -68,6 +72,8 @@ struct seq_ring {
 	_Alignas(64) struct { _Atomic uint64_t seq; uint64_t token; } slot[CH_CAP];
 };
 
+#define FLOOR_WORDS CH_BUFFERS
+
 /* In MAP_SHARED memory: what both sides see. */
 struct chan_ctl {
 	atomic_int ready;       /* rounds the child is ready for */
@@ -79,6 +85,7 @@ struct chan_ctl {
 	_Alignas(64) _Atomic uint32_t word;     /* chan-floor-futex */
 	struct bare_ring ring;
 	struct seq_ring seqr;
+	_Alignas(64) _Atomic uint64_t words[FLOOR_WORDS];  /* chan-floor-words: 1 sent, 0 not */
 };
 
 /* One side, in its own process. */
@@ -352,15 +359,20 @@ static uint32_t ring_get(struct side *s, uint64_t *v, uint32_t n)
 	return n;
 }
 
-/* The channel's ring: a slot is published by its seq; head read when full. */
+/* How many of n fit in the channel's ring: head read again only when it looks full. */
+static uint32_t seq_room(struct side *s, uint32_t n)
+{
+	if (s->pos - s->peer + n > CH_CAP)
+		s->peer = atomic_load_explicit(&s->ctl->seqr.head, memory_order_acquire);
+	return n > CH_CAP - (s->pos - s->peer) ? (uint32_t)(CH_CAP - (s->pos - s->peer)) : n;
+}
+
+/* The channel's ring: a slot is published by its seq. */
 static uint32_t seq_put(struct side *s, const uint64_t *v, uint32_t n)
 {
 	struct seq_ring *r = &s->ctl->seqr;
 
-	if (s->pos - s->peer + n > CH_CAP)
-		s->peer = atomic_load_explicit(&r->head, memory_order_acquire);
-	if (n > CH_CAP - (s->pos - s->peer))
-		n = (uint32_t)(CH_CAP - (s->pos - s->peer));
+	n = seq_room(s, n);
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t p = s->pos + i;
 
@@ -386,6 +398,37 @@ static uint32_t seq_get(struct side *s, uint64_t *v, uint32_t n)
 	if (got) {
 		s->pos += got;
 		atomic_store_explicit(&r->head, s->pos, memory_order_release);
+	}
+	return got;
+}
+
+/* seq_put and seq_get with a CAS on each token's word, as the channel's send and receive. */
+static uint32_t words_put(struct side *s, const uint64_t *v, uint32_t n)
+{
+	uint32_t k;
+
+	n = seq_room(s, n);
+	for (k = 0; k < n; k++) {
+		uint64_t w = 0;
+
+		if (!atomic_compare_exchange_strong_explicit(&s->ctl->words[v[k] % FLOOR_WORDS], &w,
+							     1, memory_order_relaxed,
+							     memory_order_relaxed))
+			break;
+	}
+	return k ? seq_put(s, v, k) : 0;
+}
+
+static uint32_t words_get(struct side *s, uint64_t *v, uint32_t n)
+{
+	uint32_t got = seq_get(s, v, n);
+
+	for (uint32_t k = 0; k < got; k++) {
+		uint64_t w = 1;
+
+		(void)atomic_compare_exchange_strong_explicit(&s->ctl->words[v[k] % FLOOR_WORDS], &w,
+							      0, memory_order_relaxed,
+							      memory_order_relaxed);
 	}
 	return got;
 }
@@ -433,6 +476,10 @@ static bool ring_send1(struct side *s, unsigned long n) { return bare_send(s, n,
 static bool ring_recv1(struct side *s, unsigned long n) { return bare_recv(s, n, 1, ring_get); }
 static bool ring_send32(struct side *s, unsigned long n) { return bare_send(s, n, CH_BULK, ring_put); }
 static bool ring_recv32(struct side *s, unsigned long n) { return bare_recv(s, n, CH_BULK, ring_get); }
+static bool words_send1(struct side *s, unsigned long n) { return bare_send(s, n, 1, words_put); }
+static bool words_recv1(struct side *s, unsigned long n) { return bare_recv(s, n, 1, words_get); }
+static bool words_send32(struct side *s, unsigned long n) { return bare_send(s, n, CH_BULK, words_put); }
+static bool words_recv32(struct side *s, unsigned long n) { return bare_recv(s, n, CH_BULK, words_get); }
 static bool seq_send1(struct side *s, unsigned long n) { return bare_send(s, n, 1, seq_put); }
 static bool seq_recv1(struct side *s, unsigned long n) { return bare_recv(s, n, 1, seq_get); }
 static bool seq_send32(struct side *s, unsigned long n) { return bare_send(s, n, CH_BULK, seq_put); }
@@ -458,6 +505,8 @@ static const struct {
 	[BENCH_FLOOR_RING_32] = { ring_send32, ring_recv32, false, false, 1 },
 	[BENCH_FLOOR_SLOTS_1] = { seq_send1, seq_recv1, false, false, 1 },
 	[BENCH_FLOOR_SLOTS_32] = { seq_send32, seq_recv32, false, false, 1 },
+	[BENCH_FLOOR_WORDS_1] = { words_send1, words_recv1, false, false, 1 },
+	[BENCH_FLOOR_WORDS_32] = { words_send32, words_recv32, false, false, 1 },
 };
 
 static void pin(int cpu)

@@ -151,7 +151,7 @@ int bench_wake(bool processes, unsigned rounds, struct bench_result *out);
 enum bench_chan_kind {
 	BENCH_CHAN_LATENCY, BENCH_CHAN_1, BENCH_CHAN_32, BENCH_CHAN_WAKE,
 	BENCH_FLOOR_LINE, BENCH_FLOOR_FUTEX, BENCH_FLOOR_RING_1, BENCH_FLOOR_RING_32,
-	BENCH_FLOOR_SLOTS_1, BENCH_FLOOR_SLOTS_32,
+	BENCH_FLOOR_SLOTS_1, BENCH_FLOOR_SLOTS_32, BENCH_FLOOR_WORDS_1, BENCH_FLOOR_WORDS_32,
 };
 int bench_channel(enum bench_chan_kind kind, unsigned long ops, unsigned reps,
 		  struct bench_result *out);
