@@ -293,8 +293,9 @@ static bool futex_until(struct side *s, uint32_t want)
 	while ((v = atomic_load_explicit(&s->ctl->word, memory_order_acquire)) != want) {
 		if (atomic_load(&s->ctl->failed))
 			return false;
-		(void)syscall(SYS_futex, &s->ctl->word, FUTEX_WAIT, v, &slice, NULL, 0);
-		if (s->child && waitpid(s->child, NULL, WNOHANG) != 0)
+		/* Only a wait that timed out looks at the other process. */
+		if (syscall(SYS_futex, &s->ctl->word, FUTEX_WAIT, v, &slice, NULL, 0) < 0 &&
+		    errno == ETIMEDOUT && s->child && waitpid(s->child, NULL, WNOHANG) != 0)
 			return false;
 	}
 	return true;
