@@ -52,6 +52,7 @@
 #define CH_CAP     1024u        /* entries per channel, and of the bare rings */
 #define CH_CACHE   256u
 #define CH_BULK    32u
+#define LAT_MAX    (1ul << 22)  /* round trips per repetition, at most */
 
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __builtin_ia32_pause()
@@ -514,7 +515,7 @@ static void pin(int cpu)
 {
 	cpu_set_t set;
 
-	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || cpu >= CPU_SETSIZE)
 		return;
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);
@@ -654,12 +655,16 @@ int bench_channel(enum bench_chan_kind kind, unsigned long ops, unsigned reps,
 	struct chan_ctl *ctl;
 	struct side s;
 	unsigned long n = ops / kinds[kind].div;
+	cpu_set_t mask;
+	bool had;
 	pid_t pid;
 	int rc = 0, st = 0;
 	bool ok;
 
 	if (!n)
 		n = 1;
+	if (kinds[kind].latency && n > LAT_MAX)
+		n = LAT_MAX;    /* the round trips kept, 8 bytes each */
 	if (kinds[kind].pool && !kinds[kind].latency && n > 64)
 		n &= ~63ul;     /* whole bulks, one cache's worth at the end */
 	memset(&s, 0, sizeof(s));
@@ -693,20 +698,15 @@ int bench_channel(enum bench_chan_kind kind, unsigned long ops, unsigned reps,
 	if (pid == 0)
 		_exit(child_main(kind, ctl, sp ? asyncpool_shared_fd(sp) : -1, n, reps));
 	s.child = pid;
+	had = sched_getaffinity(0, sizeof(mask), &mask) == 0;
 	pin(0);
 	ok = (!s.pool || (rc = open_ends(&s, true)) == 0) && parent_rounds(kind, &s, n, reps, out);
 	if (!ok)
 		atomic_store(&ctl->failed, 1);
 	close_ends(&s);
 	waitpid(pid, &st, 0);
-	{
-		cpu_set_t all;
-
-		CPU_ZERO(&all);
-		for (int c = 0; c < CPU_SETSIZE && c < sysconf(_SC_NPROCESSORS_CONF); c++)
-			CPU_SET(c, &all);
-		(void)sched_setaffinity(0, sizeof(all), &all);
-	}
+	if (had)
+		(void)sched_setaffinity(0, sizeof(mask), &mask);
 	if (!rc && (!ok || !WIFEXITED(st) || WEXITSTATUS(st)))
 		rc = -EPROTO;
 	/* Both sides gave back what they took: a buffer missing is a bug. */
