@@ -35,10 +35,13 @@ handoff-token handoff-token-cached handoff-token-shared handoff-token-shared-cac
 bulk32 bulk32-cached tokens32 tokens32-cached shared-2proc shared-2proc-cached
 shared-1t shared-cached-1t shared-2t shared-cached-2t shared-2p shared-cached-2p
 wake-threads wake-2proc
+chan-latency chan-2proc-1 chan-2proc-32 chan-wake-2proc chan-floor-line chan-floor-futex
+chan-floor-ring-1 chan-floor-ring-32 chan-floor-slots-1 chan-floor-slots-32
+chan-floor-words-1 chan-floor-words-32
 reclaim-latency contend-spin contend-wait contend-baseline handoff-2proc-spin handoff-2proc-wait wrap wrap-cached
 wrap-shared wrap-shared-cached mutex-baseline
 mutex-baseline-threads cas2-baseline handoff-queue-baseline"
-echo "1..31"
+echo "1..33"
 
 check "asyncpool without a command" 2 "$tool"
 check "asyncpool with an unknown command" 2 "$tool" frobnicate
@@ -85,6 +88,12 @@ check "bench two patterns, tiny" 0 "$tool" bench --json --ops 64 --reps 1 'defau
 tr '{' '\n' < "$tmp/out" | sed -n 's/^"name":"\([^"]*\)".*/\1/p' | tr '\n' ' ' > "$tmp/picked"
 is "bench 'default-*' pool: those seven cases, in order" \
 	test "$(cat "$tmp/picked")" = "pool default-1t default-cached-1t default-2t default-cached-2t default-8t default-cached-8t "
+# the channel cases and their floors, two processes each: every one runs,
+# the ping-pong rows give their 99.9th percentile and round trips
+check "bench 'chan-*', tiny" 0 "$tool" bench --json --ops 400 --reps 2 'chan-*'
+tr '{' '\n' < "$tmp/out" | grep -c '^"name":"chan-[a-z0-9-]*","threads":2,.*"mops_per_s_max":[0-9.]*\(,"p999_ns":[0-9.]*,"round_trips":[0-9.]*\)\{0,1\}}' > "$tmp/nchan"
+is "bench 'chan-*': twelve rows, four with p999_ns" \
+	sh -c 'test "$(cat "$1")" = 12 && test "$(grep -o "\"p999_ns\"" "$2" | wc -l)" = 4' sh "$tmp/nchan" "$tmp/out"
 sed -n '/^\.SH EXIT STATUS/,/^\.SH /p' "$man1" | grep '^\.B [0-9]$' | tr -d '\n' > "$tmp/status"
 is "asyncpool(1) EXIT STATUS lists 0, 1 and 2" test "$(cat "$tmp/status")" = ".B 0.B 1.B 2"
 

@@ -227,6 +227,9 @@ struct bench_case {
 #define BENCH_OWN_POOL 4096u
 #define BENCH_SHARED_FD 8192u
 #define BENCH_TOKEN 16384u      /* the hand-off moves 8-byte tokens, not leases */
+#define BENCH_CHANNEL 32768u    /* a channel, or a floor of one, in two processes */
+#define BENCH_CHAN(kind) (BENCH_CHANNEL | (unsigned)(kind) << 16)  /* which (bench_channel.c) */
+#define BENCH_CHAN_KIND(flags) ((enum bench_chan_kind)((flags) >> 16))
 
 /* Re-leases of one buffer before its generation comes back (pool_layout.h). */
 #define BENCH_GEN_PERIOD 4294967295.0
@@ -432,6 +435,30 @@ static const struct bench_case cases[] = {
 	  NULL, 2, BENCH_WAKE, NULL },
 	{ "wake-2proc", "a release wakes a process in asyncpool_acquire_wait",
 	  NULL, 2, BENCH_WAKE | BENCH_PROCESSES, NULL },
+	{ "chan-latency", "a token back and forth over two channels, busy-polling (one way)",
+	  NULL, 2, BENCH_CHAN(BENCH_CHAN_LATENCY), NULL },
+	{ "chan-2proc-1", "a process sends tokens to another over a channel, 1 per call",
+	  NULL, 2, BENCH_CHAN(BENCH_CHAN_1), NULL },
+	{ "chan-2proc-32", "the same, 32 per call (time per token)",
+	  NULL, 2, BENCH_CHAN(BENCH_CHAN_32), NULL },
+	{ "chan-wake-2proc", "chan-latency asleep in asyncpool_channel_recv_wait (one way)",
+	  NULL, 2, BENCH_CHAN(BENCH_CHAN_WAKE), NULL },
+	{ "chan-floor-line", "floor: one cache line in ping-pong between two processes (one way)",
+	  NULL, 2, BENCH_CHAN(BENCH_FLOOR_LINE), NULL },
+	{ "chan-floor-futex", "floor: a bare futex wake-up ping-pong between two processes",
+	  NULL, 2, BENCH_CHAN(BENCH_FLOOR_FUTEX), NULL },
+	{ "chan-floor-ring-1", "floor: a bare ring of tokens (rte_ring SP/SC), 1 per call",
+	  NULL, 2, BENCH_CHAN(BENCH_FLOOR_RING_1), NULL },
+	{ "chan-floor-ring-32", "the same, 32 per call",
+	  NULL, 2, BENCH_CHAN(BENCH_FLOOR_RING_32), NULL },
+	{ "chan-floor-slots-1", "floor: the channel's ring without the buffer's word, 1 per call",
+	  NULL, 2, BENCH_CHAN(BENCH_FLOOR_SLOTS_1), NULL },
+	{ "chan-floor-slots-32", "the same, 32 per call",
+	  NULL, 2, BENCH_CHAN(BENCH_FLOOR_SLOTS_32), NULL },
+	{ "chan-floor-words-1", "the same with a CAS on a word per token on each side, 1 per call",
+	  NULL, 2, BENCH_CHAN(BENCH_FLOOR_WORDS_1), NULL },
+	{ "chan-floor-words-32", "the same, 32 per call",
+	  NULL, 2, BENCH_CHAN(BENCH_FLOOR_WORDS_32), NULL },
 	{ "reclaim-latency", "one reclaim of what a SIGKILLed process leased and cached",
 	  NULL, 1, BENCH_RECLAIM, NULL },
 	{ "contend-spin", "4 threads, 2 buffers of 4 KiB: retry -ENOBUFS with sched_yield",
@@ -549,6 +576,9 @@ static void print_table(const struct bench_result *res, size_t n, unsigned reps)
 	       " SIGKILLed process leased and cached, %u kills: the median, min and worst;\n"
 	       " contend-*: ops/20 acquire+hold+release per thread, retries per repetition;\n"
 	       " handoff-2proc-*: one run of ops/10 messages, ns/op per message;\n"
+	       " chan-*: two processes; per token, or one way of a ping-pong of ops/10 round\n"
+	       " trips (ops/200 for chan-wake-2proc, chan-floor-futex): ns/op the median of\n"
+	       " the repetitions' medians, min and max theirs, p999_ns their 99.9th percentile;\n"
 	       " wrap*: one buffer re-leased, wrap_s the seconds of 2^32 - 1 re-leases at that rate)\n",
 	       reps, BENCH_RECLAIM_ROUNDS);
 }
@@ -915,6 +945,19 @@ static size_t run_cases(struct run *r, struct asyncpool *const pools[2], uint32_
 		}
 		if (c->flags & BENCH_RECLAIM) {
 			int rc = bench_reclaim(buffers, BENCH_CACHE, BENCH_RECLAIM_ROUNDS, &res[n]);
+
+			if (rc == -EUCLEAN)
+				*failed = true;
+			if (rc)
+				fprintf(stderr, "asyncpool bench: %s: %s\n", c->name,
+					rc == -EUCLEAN ? "FAILED: a buffer did not come back" :
+					strerror(-rc));
+			else
+				n++;
+			continue;
+		}
+		if (c->flags & BENCH_CHANNEL) {
+			int rc = bench_channel(BENCH_CHAN_KIND(c->flags), r->ops, reps, &res[n]);
 
 			if (rc == -EUCLEAN)
 				*failed = true;

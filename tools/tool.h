@@ -141,6 +141,20 @@ int bench_reclaim(uint32_t buffers, uint32_t cache, unsigned rounds, struct benc
 /* tools/bench_wait.c: wake-up latency of asyncpool_acquire_wait(). */
 int bench_wake(bool processes, unsigned rounds, struct bench_result *out);
 
+/*
+ * tools/bench_channel.c: channels (issue 33) between two processes, and
+ * their floors measured the same way; ops tokens per repetition (the
+ * latency cases ops / 10 round trips, the waking ones ops / 200).  0,
+ * -EUCLEAN if a buffer did not come back, -EPROTO if a side failed, or
+ * -errno.
+ */
+enum bench_chan_kind {
+	BENCH_CHAN_LATENCY, BENCH_CHAN_1, BENCH_CHAN_32, BENCH_CHAN_WAKE,
+	BENCH_FLOOR_LINE, BENCH_FLOOR_FUTEX, BENCH_FLOOR_RING_1, BENCH_FLOOR_RING_32,
+	BENCH_FLOOR_SLOTS_1, BENCH_FLOOR_SLOTS_32, BENCH_FLOOR_WORDS_1, BENCH_FLOOR_WORDS_32,
+};
+int bench_channel(enum bench_chan_kind kind, unsigned long ops, unsigned reps,
+		  struct bench_result *out);
 /* tools/bench_contend.c: a pool too small for its users, with retries counted. */
 enum bench_contend_kind { CONTEND_BASELINE, CONTEND_SPIN, CONTEND_WAIT };
 int bench_contend(enum bench_contend_kind kind, unsigned long ops, unsigned reps,
