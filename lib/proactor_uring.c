@@ -5,7 +5,7 @@
  *
  * READ regions (and READ|WRITE regions) become fixed buffers.  A slab
  * takes one run of fixed-table slots for the whole process (first fit
- * in a process-wide map), the same run on every ring it is registered
+ * in a process-wide map, uring_slots.c), the same run on every ring it is registered
  * with, so that a lease's fixed index is valid on each of them and one
  * pool serves a ring per thread.  Where the kernel can clone buffers
  * (IORING_REGISTER_CLONE_BUFFERS with offsets, 6.13), the pages are
@@ -13,15 +13,9 @@
  * cloned from it into each ring: memlock is charged once.  Elsewhere
  * each ring pins the same pages into the same slots.
  *
- * WRITE regions become provided-buffer rings: one buffer group per
- * region, the ring in memory that we map.  Completions turn into leases
- * (one per buffer for a bundle); releasing one puts its buffer back on
- * the ring from any thread.  With ASYNCPOOL_ACCESS_INCREMENTAL the
- * kernel consumes a buffer in parts (IOU_PBUF_RING_INC): a lease covers
- * one part, and the buffer goes back once the kernel and every lease
- * are done with it.  Where the kernel reports its head of the ring
- * (IORING_REGISTER_PBUF_STATUS, 6.8), a completion naming a buffer it
- * has not consumed is refused.
+ * WRITE regions become provided-buffer rings, one buffer group per
+ * region (uring_recv.c): completions turn into leases, and releasing
+ * one puts its buffer back on the ring from any thread.
  *
  * Rings with IORING_SETUP_SINGLE_ISSUER accept registrations only from
  * their owner thread (the one that created the proactor): an
@@ -29,9 +23,8 @@
  * asyncpool_proactor_run_deferred().  After fork(), the child shares
  * the parent's rings: it never registers, unregisters or changes them.
  *
- * ASYNCPOOL_URING_DISABLE=clone,pbuf_status,bundle,incremental in the
- * environment of asyncpool_proactor_create_uring() turns features off,
- * so that tests can exercise the paths taken on older kernels.
+ * The kernel's features are probed once per process (uring_features.c;
+ * ASYNCPOOL_URING_DISABLE in the environment of create turns some off).
  *
  * Built without liburing, create refuses with -EOPNOTSUPP so that the
  * ABI is the same in every build.
