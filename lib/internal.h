@@ -83,8 +83,8 @@ struct asyncpool_slab {
 	size_t   page_size;
 	void   (*destroy)(void *ctx);
 	void    *destroy_ctx;
-	/* proactor_uring.c: the fixed-table slots this slab takes on every
-	 * ring it is registered with for READ; under that file's lock. */
+	/* uring_slots.c: the fixed-table slots this slab takes on every
+	 * ring it is registered with for READ; under ap_ur_lock. */
 	void    *uring_run;
 };
 

@@ -5,7 +5,7 @@
  * liburing's own definition wins; the values are the kernel's uapi
  * (include/uapi/linux/io_uring.h) and never change once released.
  * We call io_uring_register(2) directly where liburing has no wrapper,
- * and probe every feature at run time (proactor_uring.c).
+ * and probe every feature at run time (uring_features.c).
  */
 #ifndef ASYNCPOOL_URING_COMPAT_H
 #define ASYNCPOOL_URING_COMPAT_H
@@ -35,6 +35,8 @@
 #endif
 
 /* Register opcodes, by number (an enum in the uapi header: no #ifdef). */
+#define AP_IORING_REGISTER_PBUF_RING		22   /* 5.19 */
+#define AP_IORING_UNREGISTER_PBUF_RING		23
 #define AP_IORING_REGISTER_PBUF_STATUS		26   /* 6.8 */
 #define AP_IORING_REGISTER_CLONE_BUFFERS	30   /* 6.12 */
 #ifndef IORING_REGISTER_SRC_REGISTERED
@@ -52,6 +54,15 @@ struct ap_uring_clone_buffers {
 	uint32_t dst_off;
 	uint32_t nr;
 	uint32_t pad[3];
+};
+
+/* The kernel's struct io_uring_buf_reg, with the flags of 6.12. */
+struct ap_uring_buf_reg {
+	uint64_t ring_addr;
+	uint32_t ring_entries;
+	uint16_t bgid;
+	uint16_t flags;
+	uint64_t resv[3];
 };
 
 /* The kernel's struct io_uring_buf_status (6.8). */

@@ -3,7 +3,7 @@
  * Waiting for a buffer: the protocol on the wait word of the head line
  * (pool_layout.h), proved in tests/model/wait.pml.  Below every file
  * that releases (freelist.c, pool_owner.c) or waits (pool_wait.c, and
- * proactor_uring.c for its provided-buffer ring).
+ * uring_recv.c for its provided-buffer ring).
  *
  * The word is bit 0 "someone waits" and a sequence in bits 1-31.
  *
