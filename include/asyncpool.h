@@ -17,6 +17,7 @@
 #include <asyncpool/pool.h>
 #include <asyncpool/shm.h>
 #include <asyncpool/shared.h>
+#include <asyncpool/channel.h>
 #include <asyncpool/zerocopy.h>
 
 #endif /* ASYNCPOOL_H */

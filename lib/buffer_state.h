@@ -10,6 +10,18 @@
  *            popped (holder: the last pusher) by one thread
  *   LEASED   a user holds a lease of this generation
  *   CACHED   free, in a per-thread cache of the holder's process
+ *   QUEUED   (layout version 4) in channel c, no holder, the generation
+ *            of the lease that was sent (channel.c):
+ *
+ *            LEASED me g --send--> QUEUED c g --receive--> LEASED you g+1
+ *                                     |
+ *                                     +--reclaim (a dead sender's unpublished
+ *                                        send, a dead receiver's queue)--> FREE g
+ *
+ *            A release, a token release or an adoption of a QUEUED word
+ *            is refused (its kind is not LEASED) and counted as any
+ *            stale release; the sender's lease and token are stale from
+ *            the send's CAS on.
  *
  *            pop + take (freelist.c)       cached_to_leased
  *   FREE ------------------> LEASED <----------------------- CACHED
@@ -367,6 +379,32 @@ static inline uint32_t ap_state_adopt(ap_word *s, uint32_t gen, uint32_t me, uin
 	} while (!ap_state_cas(s, &w, AP_W_MAKE(AP_K_LEASED, me, ap_gen_next(g))));
 	*out_gen = ap_gen_next(g);
 	return AP_W_KIND(w);
+}
+
+/*
+ * A send (channel.c): LEASED by me at gen -> QUEUED in channel c at gen,
+ * by CAS, so that of a send and a release (or another send) of the same
+ * lease exactly one wins.  false if the word is not that lease of ours.
+ */
+static inline bool ap_state_send(ap_word *s, uint32_t me, uint32_t gen, uint32_t c)
+{
+	uint64_t w = AP_W_MAKE(AP_K_LEASED, me, gen);
+
+	return ap_state_cas(s, &w, ap_queued_word(c, gen));
+}
+
+/*
+ * A receive: QUEUED in channel c at gen -> LEASED by me at the next
+ * generation, by CAS (a reclaim may claim the same word).  The token
+ * read from the ring is only a hint: a word that is not that QUEUED one
+ * refuses it.  The new generation, or 0 if refused.
+ */
+static inline uint32_t ap_state_receive(ap_word *s, uint32_t c, uint32_t gen, uint32_t me)
+{
+	uint64_t w = ap_queued_word(c, gen);
+	uint32_t g = ap_gen_next(gen);
+
+	return ap_state_cas(s, &w, AP_W_MAKE(AP_K_LEASED, me, g)) ? g : 0;
 }
 
 #endif /* ASYNCPOOL_BUFFER_STATE_H */

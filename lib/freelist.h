@@ -49,6 +49,11 @@ enum ap_test_point {
 	AP_TP_RELEASE_CLAIMED,  /* a release claimed, before the push */
 	AP_TP_PUSH_LINKED,      /* a chain is linked, before its head CAS */
 	AP_TP_FLUSH_UNCACHED,   /* a flush uncached a buffer */
+	AP_TP_CHAN_SEND_RECORDED, /* a send wrote its step, before its first CAS */
+	AP_TP_CHAN_SEND_QUEUED, /* a send queued one word, before its publish */
+	AP_TP_CHAN_SEND_PUBLISHED, /* a send published, before it clears its step */
+	AP_TP_CHAN_RECV_TAKEN,  /* a receive took one word, before it moves head */
+	AP_TP_CHAN_DRAIN_CLAIMED, /* a reclaim claimed a channel's buffer, before its push */
 	AP_TP_COUNT
 };
 #ifdef ASYNCPOOL_TEST_HOOKS

@@ -19,11 +19,12 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-int ap_layout_size(uint32_t count, bool shared, size_t *out)
+int ap_layout_size(uint32_t count, bool shared, uint32_t channels, uint32_t capacity,
+		   size_t *out)
 {
 	struct ap_layout_geometry g;
 
-	if (!ap_layout_geometry(count, shared, &g) || count > ASYNCPOOL_MAX_BUFFERS ||
+	if (!ap_layout_geometry_ch(count, shared, channels, capacity, &g) || count > ASYNCPOOL_MAX_BUFFERS ||
 	    g.storage_size > SIZE_MAX)
 		return -EINVAL;
 	*out = (size_t)g.storage_size;
@@ -31,7 +32,8 @@ int ap_layout_size(uint32_t count, bool shared, size_t *out)
 }
 
 /* Write everything but the magic; ap_layout_publish() sets it last. */
-void ap_layout_init(void *mem, uint32_t count, size_t buffer_size, bool shared)
+void ap_layout_init(void *mem, uint32_t count, size_t buffer_size, bool shared,
+		    uint32_t channels, uint32_t capacity)
 {
 	struct ap_pool_header *hdr = mem;
 	struct ap_pool_head *line = (void *)((char *)mem + AP_OFF_HEAD);
@@ -40,12 +42,12 @@ void ap_layout_init(void *mem, uint32_t count, size_t buffer_size, bool shared)
 	_Atomic uint64_t *state;
 	_Atomic uint32_t *link, *depth;
 
-	(void)ap_layout_geometry(count, shared, &g);
+	(void)ap_layout_geometry_ch(count, shared, channels, capacity, &g);
 	state = (void *)((char *)mem + g.next_offset);
 	link = (void *)((char *)mem + g.link_offset);
 	depth = (void *)((char *)mem + g.depth_offset);
 	memset(mem, 0, AP_OFF_NEXT);
-	hdr->version = AP_POOL_VERSION;
+	hdr->version = channels ? AP_POOL_VERSION_CHANNELS : AP_POOL_VERSION;
 	hdr->header_size = sizeof(*hdr);
 	hdr->flags = shared ? AP_POOL_F_SHARED : 0;
 	hdr->storage_size = g.storage_size;
@@ -59,7 +61,14 @@ void ap_layout_init(void *mem, uint32_t count, size_t buffer_size, bool shared)
 	if (shared) {
 		hdr->attach_slots = AP_ATTACH_SLOTS;
 		hdr->attach_offset = g.attach_offset;
+		/* The attachments, and the channel area after them (all zero:
+		 * free ends, empty rings, every slot's seq 0). */
 		memset((char *)mem + g.attach_offset, 0, g.storage_size - g.attach_offset);
+	}
+	if (channels) {
+		hdr->channel_count = channels;
+		hdr->channel_capacity = capacity;
+		hdr->channel_offset = g.chan_offset;
 	}
 	for (uint32_t i = 0; i < count; i++) {
 		atomic_init(&state[i], AP_W_MAKE(AP_K_FREE, 0, 0));
@@ -157,7 +166,7 @@ int ap_pool_create_bare(struct asyncpool_region *r, struct asyncpool **out)
 	rc = ap_pool_check_region(r);
 	if (rc)
 		return rc;
-	rc = ap_layout_size(r->buffer_count, false, &size);
+	rc = ap_layout_size(r->buffer_count, false, 0, 0, &size);
 	if (rc)
 		return rc;
 	pool = calloc(1, sizeof(*pool));
@@ -168,7 +177,7 @@ int ap_pool_create_bare(struct asyncpool_region *r, struct asyncpool **out)
 		free(pool);
 		return -ENOMEM;
 	}
-	ap_layout_init(mem, r->buffer_count, r->buffer_size, false);
+	ap_layout_init(mem, r->buffer_count, r->buffer_size, false, 0, 0);
 	ap_layout_publish(mem);
 	ap_pool_bind(pool, mem, r);
 	pool->storage_size = size;

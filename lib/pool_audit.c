@@ -33,7 +33,8 @@ AP_EXPORT int asyncpool_check(const struct asyncpool *pool)
 	if (!seen)
 		return -ENOMEM;
 	head = atomic_load_explicit(&pool->fl.line->head, memory_order_acquire);
-	rc = ap_freelist_audit(head, pool->fl.state, pool->fl.link, pool->fl.count, seen, &a);
+	rc = ap_freelist_audit(head, pool->fl.state, pool->fl.link, pool->fl.count,
+			       pool->chan_count, seen, &a);
 	free(seen);
 	if (rc || !ap_pool_cached(pool))
 		return rc;

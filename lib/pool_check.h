@@ -46,7 +46,7 @@ static inline int ap_header_check(const void *mem, size_t size, bool shared,
 	memcpy((char *)copy + sizeof(copy->magic), (const char *)mem + sizeof(h->magic),
 	       sizeof(*copy) - sizeof(copy->magic));
 	atomic_init(&copy->magic, magic);
-	if (copy->version != AP_POOL_VERSION)
+	if (copy->version != AP_POOL_VERSION && copy->version != AP_POOL_VERSION_CHANNELS)
 		return -EPROTONOSUPPORT;
 	if (copy->header_size != sizeof(*copy))
 		return -EBADMSG;
@@ -58,7 +58,11 @@ static inline int ap_header_check(const void *mem, size_t size, bool shared,
 		return -EBADMSG;
 	if (copy->attach_slots != (shared ? AP_ATTACH_SLOTS : 0u))
 		return -EBADMSG;
-	(void)ap_layout_geometry(copy->buffer_count, shared, &g);
+	/* Version 3 has no channels; 4 has, in a shared pool only. */
+	if ((copy->version == AP_POOL_VERSION) != (copy->channel_count == 0) ||
+	    !ap_layout_geometry_ch(copy->buffer_count, shared, copy->channel_count,
+				   copy->channel_capacity, &g))
+		return -EBADMSG;
 	if (copy->storage_size != g.storage_size || copy->storage_size > size)
 		return -EBADMSG;
 	if (!ap_offset_ok(copy->head_offset, 64, g.storage_size, AP_OFF_HEAD) ||
@@ -72,6 +76,12 @@ static inline int ap_header_check(const void *mem, size_t size, bool shared,
 			  g.storage_size, g.attach_offset))
 		return -EBADMSG;
 	if (!shared && copy->attach_offset)
+		return -EBADMSG;
+	if (copy->channel_count &&
+	    !ap_offset_ok(copy->channel_offset, (uint64_t)copy->channel_count * g.chan_stride,
+			  g.storage_size, g.chan_offset))
+		return -EBADMSG;
+	if (!copy->channel_count && copy->channel_offset)
 		return -EBADMSG;
 	for (size_t i = 0; i < sizeof(copy->reserved) / sizeof(copy->reserved[0]); i++)
 		if (copy->reserved[i])
@@ -101,6 +111,7 @@ struct ap_audit {
 	uint32_t free;          /* buffers on the list */
 	uint32_t leased;        /* buffers marked LEASED */
 	uint32_t cached;        /* buffers marked CACHED: in a thread cache */
+	uint32_t queued;        /* buffers marked QUEUED: in a channel (version 4) */
 	uint32_t lost;          /* buffers neither on the list, leased nor cached */
 	const char *problem;    /* the first inconsistency, or NULL */
 	uint32_t problem_index; /* the buffer it was seen at, or AP_FL_END */
@@ -123,11 +134,12 @@ static inline void ap_audit_fail(struct ap_audit *a, const char *what, uint32_t 
  * seen a zeroed bitmap of count bits.  The walk stops at the first index
  * that is out of range or seen twice, or a word that is not FREE, so it
  * takes at most count steps.  The list is consistent when every buffer
- * is on it once, leased, or in a thread cache.  Exact only while no one
- * changes the pool.  0 or -EUCLEAN.
+ * is on it once, leased, in a thread cache, or queued in one of the
+ * channels (0 for a layout of version 3, where a QUEUED word is
+ * corruption).  Exact only while no one changes the pool.  0 or -EUCLEAN.
  */
 static inline int ap_freelist_audit(uint64_t head, const _Atomic uint64_t *state,
-				    const _Atomic uint32_t *link, uint32_t count,
+				    const _Atomic uint32_t *link, uint32_t count, uint32_t channels,
 				    unsigned char *seen, struct ap_audit *a)
 {
 	uint32_t i = AP_HEAD_INDEX(head), from = AP_FL_END;
@@ -152,7 +164,7 @@ static inline int ap_freelist_audit(uint64_t head, const _Atomic uint64_t *state
 		if (AP_W_KIND(w) != AP_K_FREE) {
 			ap_audit_fail(a, AP_W_KIND(w) == AP_K_LEASED ? "the list reaches a leased buffer" :
 				      AP_W_KIND(w) == AP_K_CACHED ? "the list reaches a cached buffer" :
-				      "the list reaches a bad state word", i);
+				      "the list reaches a queued buffer", i);
 			break;
 		}
 		seen[i / 8] |= (unsigned char)(1u << (i % 8));
@@ -172,13 +184,17 @@ static inline int ap_freelist_audit(uint64_t head, const _Atomic uint64_t *state
 		} else if (AP_W_KIND(v) == AP_K_CACHED) {
 			a->cached++;
 			a->held_cached[AP_W_HOLDER(v)]++;
+		} else if (AP_W_KIND(v) == AP_K_QUEUED && channels &&
+			   AP_W_CHAN(v) < channels && !AP_W_HOLDER(v) &&
+			   !((v >> 48) & 0x7f)) {
+			a->queued++;
 		} else {
 			a->lost++;
-			ap_audit_fail(a, "a buffer is neither free, leased nor cached", j);
+			ap_audit_fail(a, "a buffer is neither free, leased, cached nor queued", j);
 		}
 	}
-	if ((uint64_t)a->free + a->leased + a->cached != count)
-		ap_audit_fail(a, "free + leased + cached is not the capacity", AP_FL_END);
+	if ((uint64_t)a->free + a->leased + a->cached + a->queued != count)
+		ap_audit_fail(a, "free + leased + cached + queued is not the capacity", AP_FL_END);
 	return a->problem ? -EUCLEAN : 0;
 }
 

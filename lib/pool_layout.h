@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The memory layout of a pool's freelist, version 3.  A local pool keeps
+ * The memory layout of a pool's freelist, version 3, or 4 for a shared
+ * pool with channels (channel.c).  A local pool keeps
  * it on the heap, a shared pool in memory that several processes map, so
  * it holds no pointers: only indices and offsets from its start.
  * man/man7/asyncpool-shared.7 documents it for other implementations.
@@ -12,6 +13,12 @@
  *   ...  link[]            uint32 per buffer: the next free buffer
  *   ...  depth[]           uint32 per buffer: free buffers from it to the end
  *   ...  attach[]          AP_ATTACH_SLOTS x AP_ATTACH_SIZE bytes  shared only
+ *   ...  chan[]            channel_count x the stride of a channel  version 4 only
+ *
+ * A pool created without channels is version 3, byte for byte as 1.3
+ * wrote it, so that 1.3 opens it; one with channels is version 4, which
+ * 1.3 refuses (-EPROTONOSUPPORT), and which differs from 3 only by the
+ * channel area and the three header fields that describe it.
  *
  * Version 1 had uint32 words (a link or a state, no generation, no
  * holder) and a reserved owners[] array; version 2 kept the link in the
@@ -30,6 +37,7 @@
 
 #define AP_POOL_MAGIC   0x4c4f5041u     /* "APOL" in little-endian memory */
 #define AP_POOL_VERSION 3u
+#define AP_POOL_VERSION_CHANNELS 4u     /* a shared pool with channels */
 #define AP_ATTACH_SLOTS 64u
 #define AP_ATTACH_SIZE  832u            /* one struct ap_attach */
 
@@ -44,7 +52,9 @@
  *   bits 55-61  holder: 0 (a local pool, raw shared memory, nobody), or
  *               1 + the attachment slot that leased, cached or pushed it
  *   bits 62-63  kind: FREE (on the list, or being pushed or popped),
- *               LEASED, CACHED (in a per-thread cache of the holder)
+ *               LEASED, CACHED (in a per-thread cache of the holder),
+ *               QUEUED (version 4: in channel c, bits 32-47, holder 0,
+ *               the generation of the lease that was sent)
  *
  * The generation is as wide as the one of a lease and of a token: all
  * 32 bits.  ap_gen_next() skips 0, so a buffer comes back to a
@@ -70,7 +80,7 @@
 #define AP_K_FREE    0u
 #define AP_K_LEASED  1u
 #define AP_K_CACHED  2u
-#define AP_K_BAD     3u                 /* never written: corruption */
+#define AP_K_QUEUED  3u                 /* in a channel (version 4); never in version 3 */
 
 #define AP_GEN_BITS    32u
 #define AP_HOLDER_MASK 0x7fu
@@ -81,6 +91,16 @@
 #define AP_W_MAKE(kind, holder, gen)                                        \
 	(((uint64_t)(kind) << 62) | ((uint64_t)((holder) & AP_HOLDER_MASK) << 55) | \
 	 (uint32_t)(gen))
+
+/*
+ * A buffer in channel c, sent as the lease of generation g: no holder
+ * (no process's death reclaims it: the channel's rules do, channel.c).
+ */
+#define AP_W_CHAN(w)   ((uint32_t)((w) >> 32) & 0xffffu)
+static inline uint64_t ap_queued_word(uint32_t c, uint32_t g)
+{
+	return ((uint64_t)AP_K_QUEUED << 62) | ((uint64_t)(c & 0xffffu) << 32) | g;
+}
 
 /*
  * The generation after g: never 0, the "no generation" of a lease.  The
@@ -126,7 +146,10 @@ struct ap_pool_header {
 	uint64_t depth_offset;          /* depth[] */
 	uint64_t attach_offset;         /* 0 for local pools */
 	uint64_t link_offset;           /* link[] (version 3) */
-	uint64_t reserved[5];           /* zero */
+	uint32_t channel_count;         /* version 4: channels, else 0 */
+	uint32_t channel_capacity;      /* version 4: entries per channel, a power of two, else 0 */
+	uint64_t channel_offset;        /* version 4: chan[], else 0 */
+	uint64_t reserved[3];           /* zero */
 };
 
 #define AP_POOL_F_SHARED 1u
@@ -227,6 +250,64 @@ static inline uint64_t ap_pid_ns(void)
 #define AP_LOCK_BASE    ((uint64_t)1 << 40)
 #define AP_LOCK_RECLAIM (AP_LOCK_BASE + AP_ATTACH_SLOTS)
 
+/*
+ * A channel (version 4, channel.c): a single-producer single-consumer
+ * ring of tokens, its two ends, its step record and its counters, on
+ * lines of their own, then capacity slots of 16 bytes.  The sender
+ * writes a slot's token, then its seq (the position + 1: it is
+ * published); the receiver polls the seq of the slot at its position,
+ * so it reads no index of the sender's, and writes head, which the
+ * sender reads only when the ring looks full by its own copy.  Every
+ * field is writable by every holder of the fd: channel.c trusts none.
+ */
+#define AP_CHAN_MAX     1024u           /* channels per pool */
+#define AP_CHAN_CAP_MAX 65536u          /* entries per channel */
+#define AP_CHAN_LINES   5u              /* control lines before the slots */
+
+struct ap_chan_slot {
+	_Atomic uint64_t seq;           /* position + 1 once published */
+	_Atomic uint64_t token;         /* generation << 32 | index */
+};
+
+struct ap_chan {
+	/* The ends: 0 free, else epoch << 8 | attachment slot + 1. */
+	_Atomic uint64_t send_end;
+	_Atomic uint64_t recv_end;
+	uint64_t pad0[6];
+	/* The sender's line: the send in flight (positions step_pos to
+	 * step_pos + step_n - 1, their tokens in their slots), its counts. */
+	_Atomic uint64_t step_pos;
+	_Atomic uint32_t step_n;        /* 0: no send in flight */
+	uint32_t pad1;
+	_Atomic uint64_t sent;
+	_Atomic uint64_t full;          /* sends that found the channel full */
+	uint64_t pad1b[4];
+	/* The receiver's line. */
+	_Atomic uint64_t head;          /* the next position to receive */
+	_Atomic uint64_t received;
+	uint64_t pad2[6];
+	/* The wake word: bit 0 the receiver waits, 1-31 a sequence (pool_wait.h). */
+	_Atomic uint32_t wait;
+	uint32_t pad3[15];
+	/* Counted by whoever sees it, rarely. */
+	_Atomic uint64_t corruptions;   /* entries the word refused */
+	_Atomic uint64_t reclaimed;     /* buffers a reclaim took out of the channel */
+	uint64_t pad4[6];
+};
+
+_Static_assert(sizeof(struct ap_chan) == AP_CHAN_LINES * 64, "a channel's control lines");
+_Static_assert(offsetof(struct ap_chan, step_pos) == 64, "the sender's line");
+_Static_assert(offsetof(struct ap_chan, head) == 128, "the receiver's line");
+_Static_assert(offsetof(struct ap_chan, wait) == 192, "the wake line");
+_Static_assert(offsetof(struct ap_chan, corruptions) == 256, "the counters' line");
+
+/* Bytes of one channel of capacity entries, a multiple of 64. */
+static inline uint64_t ap_chan_stride(uint32_t capacity)
+{
+	return sizeof(struct ap_chan) +
+	       (((uint64_t)capacity * sizeof(struct ap_chan_slot) + 63) & ~(uint64_t)63);
+}
+
 /* The largest buffer_count of a layout (ASYNCPOOL_MAX_BUFFERS). */
 #define AP_MAX_COUNT 0x7ffffffeu
 
@@ -249,12 +330,33 @@ struct ap_layout_geometry {
 	uint64_t depth_per;             /* bytes of depth[] */
 	uint64_t depth_offset;          /* depth[] */
 	uint64_t attach_offset;         /* 0 for local pools */
+	uint64_t chan_offset;           /* chan[]: 0 without channels */
+	uint64_t chan_stride;           /* bytes per channel: 0 without */
 	uint64_t storage_size;          /* bytes of the whole layout */
 };
 
-/* false for a count of 0 or beyond AP_MAX_COUNT. */
-static inline bool ap_layout_geometry(uint32_t count, bool shared, struct ap_layout_geometry *g)
+/* Whether channels x capacity is a channel area a layout may have (0 x 0: none). */
+static inline bool ap_channels_ok(uint32_t channels, uint32_t capacity)
 {
+	if (!channels)
+		return !capacity;
+	return channels <= AP_CHAN_MAX && capacity && capacity <= AP_CHAN_CAP_MAX &&
+	       !(capacity & (capacity - 1));
+}
+
+/*
+ * false for a count of 0 or beyond AP_MAX_COUNT, or channels that
+ * ap_channels_ok() refuses, or channels in a local pool.  channels 0:
+ * version 3 (capacity 0 too).
+ */
+static inline bool ap_layout_geometry_ch(uint32_t count, bool shared, uint32_t channels,
+					 uint32_t capacity, struct ap_layout_geometry *g)
+{
+	bool ok = count != 0 && count <= AP_MAX_COUNT && ap_channels_ok(channels, capacity) &&
+		  (shared || !channels);
+
+	if (!ok)
+		channels = capacity = 0;
 	g->per = ((uint64_t)count * sizeof(uint64_t) + 63) & ~(uint64_t)63;
 	g->next_offset = AP_OFF_NEXT;
 	g->link_per = ((uint64_t)count * sizeof(uint32_t) + 63) & ~(uint64_t)63;
@@ -264,7 +366,16 @@ static inline bool ap_layout_geometry(uint32_t count, bool shared, struct ap_lay
 	g->attach_offset = shared ? g->depth_offset + g->depth_per : 0;
 	g->storage_size = g->depth_offset + g->depth_per +
 			  (shared ? (uint64_t)AP_ATTACH_SLOTS * AP_ATTACH_SIZE : 0);
-	return count != 0 && count <= AP_MAX_COUNT;
+	g->chan_offset = channels ? g->storage_size : 0;
+	g->chan_stride = channels ? ap_chan_stride(capacity) : 0;
+	g->storage_size += (uint64_t)channels * g->chan_stride;
+	return ok;
+}
+
+/* A layout of version 3: no channels. */
+static inline bool ap_layout_geometry(uint32_t count, bool shared, struct ap_layout_geometry *g)
+{
+	return ap_layout_geometry_ch(count, shared, 0, 0, g);
 }
 
 /*
@@ -272,13 +383,13 @@ static inline bool ap_layout_geometry(uint32_t count, bool shared, struct ap_lay
  * buffers at *buffers_offset; *total bytes in all.  false when the
  * count is out of range or the sizes overflow 64 bits.
  */
-static inline bool ap_bundle_geometry(uint32_t count, uint64_t buffer_size,
-				      uint64_t *buffers_offset, uint64_t *total)
+static inline bool ap_bundle_geometry(uint32_t count, uint64_t buffer_size, uint32_t channels,
+				      uint32_t capacity, uint64_t *buffers_offset, uint64_t *total)
 {
 	struct ap_layout_geometry g;
 	uint64_t bytes;
 
-	if (!ap_layout_geometry(count, true, &g))
+	if (!ap_layout_geometry_ch(count, true, channels, capacity, &g))
 		return false;
 	*buffers_offset = (g.storage_size + AP_SHARED_BUFFER_ALIGN - 1) &
 			  ~(uint64_t)(AP_SHARED_BUFFER_ALIGN - 1);

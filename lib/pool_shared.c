@@ -18,7 +18,7 @@ AP_EXPORT int asyncpool_shared_storage_size(uint32_t buffer_count, size_t *out)
 	if (!out)
 		return -EINVAL;
 	*out = 0;
-	return ap_layout_size(buffer_count, true, out);
+	return ap_layout_size(buffer_count, true, 0, 0, out);
 }
 
 /*
@@ -26,7 +26,7 @@ AP_EXPORT int asyncpool_shared_storage_size(uint32_t buffer_count, size_t *out)
  * open (size must hold a header); *need is the layout's size for create.
  */
 static int shared_args(void *mem, size_t size, struct asyncpool_region *r, bool create,
-		       size_t *need, struct asyncpool **out)
+		       uint32_t channels, uint32_t capacity, size_t *need, struct asyncpool **out)
 {
 	int rc;
 
@@ -40,7 +40,7 @@ static int shared_args(void *mem, size_t size, struct asyncpool_region *r, bool 
 		return rc;
 	*need = sizeof(struct ap_pool_header);
 	if (create) {
-		rc = ap_layout_size(r->buffer_count, true, need);
+		rc = ap_layout_size(r->buffer_count, true, channels, capacity, need);
 		if (rc)
 			return rc;
 	}
@@ -48,7 +48,7 @@ static int shared_args(void *mem, size_t size, struct asyncpool_region *r, bool 
 }
 
 static int shared_handle(void *mem, size_t storage_size, struct asyncpool_region *r,
-			 struct asyncpool **out)
+			 uint32_t channels, uint32_t capacity, struct asyncpool **out)
 {
 	struct asyncpool *pool = calloc(1, sizeof(*pool));
 
@@ -59,6 +59,32 @@ static int shared_handle(void *mem, size_t storage_size, struct asyncpool_region
 	pool->owns_storage = false;
 	pool->shared = true;
 	pool->fl.shared = true;
+	pool->chan_count = channels;
+	pool->chan_cap = capacity;
+	*out = pool;
+	return 0;
+}
+
+/* A layout of version 3, or 4 with channels x capacity (channel.c). */
+int ap_create_shared(void *mem, size_t size, struct asyncpool_region *r, uint32_t channels,
+		     uint32_t capacity, struct asyncpool **out)
+{
+	struct ap_pool_header *hdr = mem;
+	struct asyncpool *pool;
+	size_t need;
+	int rc;
+
+	rc = shared_args(mem, size, r, true, channels, capacity, &need, out);
+	if (rc)
+		return rc;
+	/* Never initialise over a pool that others may be using. */
+	if (atomic_load_explicit(&hdr->magic, memory_order_acquire) == AP_POOL_MAGIC)
+		return -EEXIST;
+	rc = shared_handle(mem, need, r, channels, capacity, &pool);
+	if (rc)
+		return rc;
+	ap_layout_init(mem, r->buffer_count, r->buffer_size, true, channels, capacity);
+	ap_layout_publish(mem);
 	*out = pool;
 	return 0;
 }
@@ -66,24 +92,7 @@ static int shared_handle(void *mem, size_t storage_size, struct asyncpool_region
 AP_EXPORT int asyncpool_create_shared(void *mem, size_t size, struct asyncpool_region *r,
 				      struct asyncpool **out)
 {
-	struct ap_pool_header *hdr = mem;
-	struct asyncpool *pool;
-	size_t need;
-	int rc;
-
-	rc = shared_args(mem, size, r, true, &need, out);
-	if (rc)
-		return rc;
-	/* Never initialise over a pool that others may be using. */
-	if (atomic_load_explicit(&hdr->magic, memory_order_acquire) == AP_POOL_MAGIC)
-		return -EEXIST;
-	rc = shared_handle(mem, need, r, &pool);
-	if (rc)
-		return rc;
-	ap_layout_init(mem, r->buffer_count, r->buffer_size, true);
-	ap_layout_publish(mem);
-	*out = pool;
-	return 0;
+	return ap_create_shared(mem, size, r, 0, 0, out);
 }
 
 AP_EXPORT int asyncpool_open_shared(void *mem, size_t size, struct asyncpool_region *r,
@@ -95,7 +104,7 @@ AP_EXPORT int asyncpool_open_shared(void *mem, size_t size, struct asyncpool_reg
 	size_t need;
 	int rc;
 
-	rc = shared_args(mem, size, r, false, &need, out);
+	rc = shared_args(mem, size, r, false, 0, 0, &need, out);
 	if (rc)
 		return rc;
 	rc = ap_header_check(mem, size, true, &hdr);
@@ -107,7 +116,8 @@ AP_EXPORT int asyncpool_open_shared(void *mem, size_t size, struct asyncpool_reg
 	head = AP_HEAD_INDEX(atomic_load_explicit(&line->head, memory_order_acquire));
 	if (head >= hdr.buffer_count && head != AP_FL_END)
 		return -EBADMSG;
-	return shared_handle(mem, hdr.storage_size, r, out);
+	return shared_handle(mem, hdr.storage_size, r, hdr.channel_count, hdr.channel_capacity,
+			     out);
 }
 
 /*

@@ -30,14 +30,13 @@
  * 0.1% of a CPU.  A local pool, or one over raw memory, has no dead
  * holder to reclaim from: its waiters sleep until woken.
  */
-#define AP_WAIT_SLICE_MS 50
 _Static_assert(AP_WAIT_SLICE_MS >= AP_RECLAIM_AUTO_MS, "every slice may reclaim");
 
-/* The end of the next sleep: deadline (NULL: none), or sooner for a pool with attachments. */
-static const struct timespec *sleep_until(const struct asyncpool *pool,
-					  const struct timespec *deadline, struct timespec *slice)
+/* The end of the next sleep: deadline (NULL: none), or a slice sooner if sliced. */
+const struct timespec *ap_sleep_until(bool sliced, const struct timespec *deadline,
+				      struct timespec *slice)
 {
-	if (pool->lock_fd < 0)
+	if (!sliced)
 		return deadline;
 	ap_deadline_after((int64_t)AP_WAIT_SLICE_MS * 1000000, slice);
 	if (deadline && (deadline->tv_sec < slice->tv_sec ||
@@ -70,7 +69,7 @@ static const struct timespec *sleep_until(const struct asyncpool *pool,
  * another thread installs or removes during the wait can still be
  * missed, and then the wait goes on as it would have without it.
  */
-static bool handlers_restart(void)
+bool ap_handlers_restart(void)
 {
 	sigset_t blocked;
 
@@ -119,7 +118,7 @@ AP_EXPORT int asyncpool_acquire_wait(struct asyncpool *pool, struct asyncpool_le
 	line = pool->fl.line;
 	/* Before the announcement and the look: about 20 us (65 system
 	 * calls, measured), which a release meanwhile does not wait for. */
-	restart = handlers_restart();
+	restart = ap_handlers_restart();
 	/* Releases of this process go to the freelist while we wait. */
 	ap_cache_wait_begin(pool);
 	for (;;) {
@@ -140,8 +139,9 @@ AP_EXPORT int asyncpool_acquire_wait(struct asyncpool *pool, struct asyncpool_le
 			break;
 		}
 		if (ap_futex_wait(&line->wait, v,
-				  sleep_until(pool, timeout_ns > 0 ? &deadline : NULL, &slice),
-				  pool->fl.shared) == -EINTR && !(restart && handlers_restart()))
+				  ap_sleep_until(pool->lock_fd >= 0,
+						 timeout_ns > 0 ? &deadline : NULL, &slice),
+				  pool->fl.shared) == -EINTR && !(restart && ap_handlers_restart()))
 			interrupted = true;     /* one more look, then -EINTR */
 	}
 	ap_cache_wait_end(pool);
@@ -266,7 +266,8 @@ static void *waker_main(void *arg)
 			empty = false;
 		if (!empty)
 			(void)eventfd_write(w->fd, 1);
-		(void)ap_futex_wait(&line->wait, v, sleep_until(pool, NULL, &slice),
+		(void)ap_futex_wait(&line->wait, v,
+				    ap_sleep_until(pool->lock_fd >= 0, NULL, &slice),
 				    pool->fl.shared);
 	}
 	return NULL;

@@ -8,6 +8,23 @@
 
 #include "wait_word.h"
 
+/*
+ * A holder that dies wakes nobody: waits on a pool with attachments
+ * sleep at most this long at a time (pool_wait.c), and so do the waits
+ * of a channel (channel.c), whose peer may die.
+ */
+#define AP_WAIT_SLICE_MS 50
+
+/* pool_wait.c: the end of the next sleep, deadline or (sliced) a slice sooner. */
+const struct timespec *ap_sleep_until(bool sliced, const struct timespec *deadline,
+				      struct timespec *slice);
+/*
+ * pool_wait.c: whether a wait interrupted by a signal goes on: every
+ * handler this thread could have run has SA_RESTART (asked before the
+ * wait and after the interruption, asyncpool_acquire_wait(3)).
+ */
+bool ap_handlers_restart(void);
+
 struct io_uring_sqe;
 /*
  * pool_wait.c: fill sqe with an IORING_OP_FUTEX_WAIT on word for value v;

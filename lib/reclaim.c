@@ -33,6 +33,24 @@
  * handle share its open file description, which never conflicts with
  * its own lock: a flag of the handle serialises them.
  *
+ * Channels (layout version 4, channel.c), only by a reclaimer with an
+ * attachment of its own (one without would claim for a holder that may
+ * not stay dead; a later reclaim does it):
+ * - an end whose attachment is dead (or gone: its record no longer LIVE
+ *   at the end's epoch) is finished, then freed by CAS;
+ * - a dead sender's step: each position of it that is not published
+ *   names in its slot the token its word was queued with; such a word
+ *   still QUEUED in this channel at that generation, and not published
+ *   in the ring at that generation, goes back to the freelist (a QUEUED
+ *   word never exists outside the ring).  The generation matters: an
+ *   entry a dead receiver took but did not move head past names the
+ *   same buffer at its older generation (tests/model/channel.pml,
+ *   -DBY_INDEX);
+ * - a dead receiver's ring: every published entry whose word is QUEUED
+ *   in this channel at the token's generation goes back to the freelist
+ *   at once (its receiver never touched it), and head moves past them;
+ *   an entry it took is LEASED by it and comes back after the quarantine.
+ *
  * Everything read from the layout is bounded: a buffer is claimed at
  * most once per scan (a bitmap), so claimed[] never holds more than
  * buffer_count, whatever the dead's steps name; steps and their words
@@ -48,6 +66,7 @@
  * that polls an empty pool would otherwise pay on every call.
  */
 #include "attach_rec.h"
+#include "channel_ring.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -184,6 +203,7 @@ struct reclaim {
 	uint32_t n;
 	unsigned char *reach;
 	unsigned char *done;    /* claimed in this scan: at most once each */
+	uint32_t *pub;          /* a channel's published generation of each buffer (chan_sender) */
 	bool have_snapshot;
 };
 
@@ -229,6 +249,130 @@ static void claim(struct reclaim *r, uint32_t i, uint64_t w, uint32_t h)
 static bool unreachable(const struct reclaim *r, uint32_t i)
 {
 	return r->have_snapshot && !bit(r->reach, i);
+}
+
+/*
+ * Whether the attachment an end word v names is dead, by this scan
+ * (dead: the slots found dead) or gone (its record not LIVE at v's
+ * epoch).  A word that names no slot is a peer's: dead too.
+ */
+static bool end_dead(const struct asyncpool *pool, uint64_t v, uint64_t dead)
+{
+	uint32_t who = AP_END_WHO(v);
+	uint64_t life;
+
+	if (who == 0 || who > AP_ATTACH_SLOTS)
+		return true;
+	if (dead & ((uint64_t)1 << (who - 1)))
+		return true;
+	life = atomic_load_explicit(&ap_attach_rec(pool, who - 1)->life, memory_order_acquire);
+	return AP_ATT_STATE(life) != AP_ATT_LIVE || AP_ATT_EPOCH(life) != AP_END_EPOCH(v);
+}
+
+/* A claim of a channel's buffer i, QUEUED in c at gen: counted on the channel. */
+static void chan_claim(struct reclaim *r, struct ap_chan *ch, uint32_t c, uint64_t t)
+{
+	struct ap_freelist *fl = &r->pool->fl;
+	uint32_t i = AP_TOKEN_INDEX(t), n = r->n;
+	uint64_t w = ap_queued_word(c, AP_TOKEN_GEN(t));
+
+	if (!AP_TOKEN_GEN(t) || i >= fl->count || ap_state_load(&fl->state[i]) != w)
+		return;
+	claim(r, i, w, 0);
+	if (r->n != n) {
+		atomic_fetch_add_explicit(&ch->reclaimed, 1, memory_order_relaxed);
+		AP_TEST_AT(AP_TP_CHAN_DRAIN_CLAIMED);
+	}
+}
+
+/* A dead sender's step: what it queued and did not publish comes back. */
+static void chan_sender(struct reclaim *r, struct ap_chan *ch, uint32_t c)
+{
+	struct asyncpool *pool = r->pool;
+	struct ap_chan_slot *slot = ap_chan_slots(ch);
+	uint32_t cap = pool->chan_cap, mask = cap - 1;
+	uint32_t n = atomic_load_explicit(&ch->step_n, memory_order_acquire);
+	uint64_t pos = atomic_load_explicit(&ch->step_pos, memory_order_relaxed);
+	uint64_t head = atomic_load_explicit(&ch->head, memory_order_acquire);
+	uint32_t depth = ap_chan_depth(ch, cap, head);
+
+	if (!n)
+		return;
+	/* What the ring holds published, the latest generation of each
+	 * buffer (positions are in the order they were sent): those words
+	 * stay queued. */
+	memset(r->pub, 0, (size_t)pool->fl.count * sizeof(*r->pub));
+	for (uint32_t k = 0; k < depth; k++) {
+		uint64_t t = atomic_load_explicit(&slot[(head + k) & mask].token,
+						  memory_order_relaxed);
+
+		if (AP_TOKEN_INDEX(t) < pool->fl.count)
+			r->pub[AP_TOKEN_INDEX(t)] = AP_TOKEN_GEN(t);
+	}
+	for (uint32_t k = 0; k < n && k < cap; k++) {
+		uint64_t t;
+
+		if (ap_chan_published(ch, mask, pos + k))
+			continue;
+		t = atomic_load_explicit(&slot[(pos + k) & mask].token, memory_order_relaxed);
+		if (AP_TOKEN_INDEX(t) < pool->fl.count &&
+		    r->pub[AP_TOKEN_INDEX(t)] != AP_TOKEN_GEN(t))
+			chan_claim(r, ch, c, t);
+	}
+	atomic_store_explicit(&ch->step_n, 0, memory_order_relaxed);
+}
+
+/* A dead receiver's ring: what is published goes back to the freelist. */
+static void chan_receiver(struct reclaim *r, struct ap_chan *ch, uint32_t c)
+{
+	struct ap_chan_slot *slot = ap_chan_slots(ch);
+	uint32_t cap = r->pool->chan_cap, mask = cap - 1;
+	uint64_t p = atomic_load_explicit(&ch->head, memory_order_acquire);
+
+	/* At most a capacity: a live sender may go on publishing. */
+	for (uint32_t k = 0; k < cap && ap_chan_published(ch, mask, p); k++, p++)
+		chan_claim(r, ch, c, atomic_load_explicit(&slot[p & mask].token,
+							  memory_order_relaxed));
+	atomic_store_explicit(&ch->head, p, memory_order_release);
+}
+
+/* Free end word *w if it still is v. */
+static void end_free(_Atomic uint64_t *w, uint64_t v)
+{
+	(void)atomic_compare_exchange_strong_explicit(w, &v, 0, memory_order_acq_rel,
+						      memory_order_relaxed);
+}
+
+/*
+ * The channels' ends of the dead (the rules above).  Without r (NULL):
+ * only whether there is any such end.
+ */
+static bool reclaim_channels(struct asyncpool *pool, struct reclaim *r, uint64_t dead)
+{
+	bool any = false;
+
+	if (!pool->fl.me)
+		return false;
+	for (uint32_t c = 0; c < pool->chan_count; c++) {
+		struct ap_chan *ch = ap_chan_in(pool->storage, pool->fl.count, pool->chan_count,
+						pool->chan_cap, c);
+		uint64_t s = atomic_load_explicit(&ch->send_end, memory_order_acquire);
+		uint64_t v = atomic_load_explicit(&ch->recv_end, memory_order_acquire);
+		bool sd = s && end_dead(pool, s, dead), rd = v && end_dead(pool, v, dead);
+
+		any |= sd || rd;
+		if (!r)
+			continue;
+		if (sd)
+			chan_sender(r, ch, c);
+		if (rd)
+			chan_receiver(r, ch, c);
+		if (sd)
+			end_free(&ch->send_end, s);
+		if (rd)
+			end_free(&ch->recv_end, v);
+	}
+	return any;
 }
 
 int ap_reclaim(struct asyncpool *pool)
@@ -287,14 +431,15 @@ int ap_reclaim(struct asyncpool *pool)
 		life_seen[s] = life;
 		dead |= (uint64_t)1 << s;
 	}
-	if (!dead) {
+	if (!dead && !reclaim_channels(pool, NULL, 0)) {
 		rc = 0;
 		goto unlock;
 	}
 	r.claimed = malloc((size_t)fl->count * sizeof(uint32_t));
 	r.reach = malloc(bytes);
 	r.done = calloc(1, bytes);
-	if (!r.claimed || !r.reach || !r.done) {
+	r.pub = malloc((size_t)fl->count * sizeof(*r.pub));
+	if (!r.claimed || !r.reach || !r.done || !r.pub) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -358,6 +503,8 @@ int ap_reclaim(struct asyncpool *pool)
 			atomic_store(&st->busy, 0);
 		}
 	}
+	/* The channels' dead ends, before the push of what they give back. */
+	(void)reclaim_channels(pool, &r, dead);
 	rc = ap_fl_push_chain(fl, r.claimed, r.n);
 	if (!rc)
 		rc = (int)r.n;
@@ -379,6 +526,7 @@ out:
 	free(r.claimed);
 	free(r.reach);
 	free(r.done);
+	free(r.pub);
 unlock:
 	reclaimer_drop(pool, mine);
 	atomic_store_explicit(&pool->reclaiming, false, memory_order_release);

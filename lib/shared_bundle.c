@@ -3,7 +3,7 @@
  * A shared pool in one object.  The shared memory holds the pool layout
  * and then, from the first 4096-byte boundary after it, the buffers:
  *
- *   0                          pool layout v1 (storage_size bytes)
+ *   0                          pool layout (storage_size bytes)
  *   align_up(storage_size, 4096)  buffer_count x buffer_size bytes
  *
  * A peer learns the geometry from the header, which it validates like
@@ -44,14 +44,15 @@ static void bundle_unmap(void *ctx)
 	free(map);
 }
 
-/* Bytes before the buffers, and all the bytes, of count x bs. */
-static int bundle_geometry(uint32_t count, size_t bs, size_t *buffers_off, size_t *total)
+/* Bytes before the buffers, and all the bytes, of count x bs and channels x capacity. */
+static int bundle_geometry(uint32_t count, size_t bs, uint32_t channels, uint32_t capacity,
+			   size_t *buffers_off, size_t *total)
 {
 	uint64_t off, all;
 
-	if (count == 0 || count > ASYNCPOOL_MAX_BUFFERS)
+	if (count == 0 || count > ASYNCPOOL_MAX_BUFFERS || !ap_channels_ok(channels, capacity))
 		return -EINVAL;
-	if (!ap_bundle_geometry(count, bs, &off, &all) || all > SIZE_MAX)
+	if (!ap_bundle_geometry(count, bs, channels, capacity, &off, &all) || all > SIZE_MAX)
 		return -EOVERFLOW;
 	*buffers_off = (size_t)off;
 	*total = (size_t)all;
@@ -78,13 +79,14 @@ static void bundle_free(struct asyncpool_shared *sp)
 
 /* Slab, region and pool over sp->shm, whose geometry has been checked. */
 static int bundle_build(struct asyncpool_shared *sp, struct asyncpool_proactor *p,
-			uint32_t count, size_t bs, size_t buffers_off, bool create, bool reclaim)
+			uint32_t count, size_t bs, uint32_t channels, uint32_t capacity,
+			size_t buffers_off, bool create, bool reclaim)
 {
 	struct asyncpool_shm *map;
 	size_t storage;
 	int rc;
 
-	rc = ap_layout_size(count, true, &storage);
+	rc = ap_layout_size(count, true, channels, capacity, &storage);
 	if (rc)
 		return rc;
 	map = malloc(sizeof(*map));
@@ -108,7 +110,8 @@ static int bundle_build(struct asyncpool_shared *sp, struct asyncpool_proactor *
 	if (rc)
 		return rc;
 	if (create)
-		rc = asyncpool_create_shared(sp->shm.base, storage, sp->region, &sp->pool);
+		rc = ap_create_shared(sp->shm.base, storage, sp->region, channels, capacity,
+				      &sp->pool);
 	else
 		rc = asyncpool_open_shared(sp->shm.base, storage, sp->region, &sp->pool);
 	if (rc)
@@ -144,7 +147,8 @@ static int options_in(struct asyncpool_shared_options *o,
 		return -EINVAL;
 	if (o->buffer_size == 0 || o->buffer_size % AP_BUFFER_ALIGN)
 		return -EINVAL;
-	return bundle_geometry(o->buffer_count, o->buffer_size, off, total);
+	return bundle_geometry(o->buffer_count, o->buffer_size, o->channels,
+			       o->channel_capacity, off, total);
 }
 
 /* A new shared pool of checked options o, its layout at 0 and its
@@ -167,7 +171,8 @@ static int bundle_create(const struct asyncpool_shared_options *o, size_t off, s
 		free(sp);
 		return rc;
 	}
-	rc = bundle_build(sp, p, o->buffer_count, o->buffer_size, off, true, false);
+	rc = bundle_build(sp, p, o->buffer_count, o->buffer_size, o->channels,
+			  o->channel_capacity, off, true, false);
 	if (rc) {
 		bundle_free(sp);
 		if (o->name)
@@ -207,11 +212,12 @@ static int bundle_open(struct asyncpool_shared *sp, struct asyncpool_proactor *p
 		return rc;
 	if (hdr.buffer_size > SIZE_MAX)
 		return -EBADMSG;
-	rc = bundle_geometry(hdr.buffer_count, (size_t)hdr.buffer_size, &off, &total);
+	rc = bundle_geometry(hdr.buffer_count, (size_t)hdr.buffer_size, hdr.channel_count,
+			     hdr.channel_capacity, &off, &total);
 	if (rc || total > sp->shm.size)
 		return -EBADMSG;
-	return bundle_build(sp, p, hdr.buffer_count, (size_t)hdr.buffer_size, off, false,
-			    reclaim);
+	return bundle_build(sp, p, hdr.buffer_count, (size_t)hdr.buffer_size, hdr.channel_count,
+			    hdr.channel_capacity, off, false, reclaim);
 }
 
 /* The smallest open options struct this library accepts: up to proactor. */

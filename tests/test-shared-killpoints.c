@@ -14,6 +14,14 @@
  * the list and died holding comes back only through the child's step
  * record, not through the rule for a dead pusher's FREE words.
  *
+ * Channels (issue 33): a sender killed in its sends (single and batch)
+ * at "send recorded", "send queued" and "send published", a receiver in
+ * its receives at "receive taken", and a reclaimer in its drain of a
+ * dead receiver's ring at "drain claimed".  Then the parent reclaims and
+ * receives what the channel still holds: every buffer must be back, none
+ * twice (what a dead sender published is delivered, what it queued and
+ * did not publish comes back; a dead receiver's ring comes back).
+ *
  * Then a pop and a reclaim that race for one buffer (a pop after its
  * last pusher died): the reclaim runs inside the pop, after its head
  * CAS (the hook at AP_TP_POP_CASED), and claims the buffer; the pop's
@@ -45,7 +53,8 @@
 #include "hooks.h"
 #include "layout-util.h"
 
-#define N      16
+#define N      24
+#define CAP    16
 #define BS     64
 #define ROUNDS 2
 #define KMAX   3
@@ -53,12 +62,17 @@
 static const char *const points[AP_TP_COUNT] = {
 	"pop step recorded", "pop after head CAS", "chain pop marked one",
 	"release claimed", "push linked", "flush uncached",
+	"send recorded", "send queued", "send published", "receive taken", "drain claimed",
 };
 static const char *const names[AP_TP_COUNT] = {
 	"AP_TP_POP_RECORDED", "AP_TP_POP_CASED", "AP_TP_POP_MARKED",
 	"AP_TP_RELEASE_CLAIMED", "AP_TP_PUSH_LINKED", "AP_TP_FLUSH_UNCACHED",
+	"AP_TP_CHAN_SEND_RECORDED", "AP_TP_CHAN_SEND_QUEUED", "AP_TP_CHAN_SEND_PUBLISHED",
+	"AP_TP_CHAN_RECV_TAKEN", "AP_TP_CHAN_DRAIN_CLAIMED",
 };
-static const char *const ops[] = { "single", "cached", "bulk", "cached bulk", "token" };
+static const char *const ops[] = { "single", "cached", "bulk", "cached bulk", "token",
+				   "channel send", "channel receive", "channel drain" };
+enum { OP_SEND = 5, OP_RECV, OP_DRAIN };
 #define OPS (int)(sizeof(ops) / sizeof(ops[0]))
 
 static enum ap_test_point kill_at;
@@ -70,15 +84,63 @@ static void hook(enum ap_test_point p)
 		raise(SIGKILL);
 }
 
+/* Channel 0: the child sends, the parent receives; 1: the parent sends. */
+static void child_channel(struct asyncpool *pool, int op)
+{
+	struct asyncpool_channel *ch;
+	struct asyncpool_lease l[6];
+	uint64_t t[6];
+
+	if (asyncpool_channel_open(pool, op == OP_SEND ? 0 : 1,
+				   op == OP_SEND ? ASYNCPOOL_CHANNEL_SEND : ASYNCPOOL_CHANNEL_RECV, &ch))
+		_exit(4);
+	ap_test_hook_point = hook;
+	for (int r = 0; r < ROUNDS; r++) {
+		if (op == OP_SEND) {
+			for (int j = 0; j < 6; j++)
+				if (asyncpool_acquire(pool, &l[j]))
+					_exit(3);
+			for (int j = 0; j < 3; j++)
+				if (asyncpool_channel_send(ch, &l[j]))
+					_exit(3);
+			for (int j = 3; j < 6; j++)
+				t[j] = asyncpool_lease_token(&l[j]);
+			if (asyncpool_channel_send_tokens(ch, t + 3, 3) != 3)
+				_exit(3);
+		} else {
+			for (int j = 0; j < 2; j++) {
+				if (asyncpool_channel_recv(ch, &l[j]))
+					_exit(3);
+				asyncpool_lease_release(&l[j]);
+			}
+			if (asyncpool_channel_recv_tokens(ch, t, 4) != 4 ||
+			    asyncpool_release_tokens(pool, t, 4))
+				_exit(3);
+		}
+	}
+	ap_test_hook_point = NULL;
+	asyncpool_channel_close(ch);
+}
+
 static void child(int fd, int op)
 {
 	struct asyncpool_shared *sp;
 	struct asyncpool *pool;
 	struct asyncpool_lease l[6];
 
+	/* The drain happens in the open's own reclaim. */
+	if (op == OP_DRAIN)
+		ap_test_hook_point = hook;
 	if (asyncpool_shared_open_fd(fd, &sp))
 		_exit(2);
 	pool = asyncpool_shared_pool(sp);
+	if (op >= OP_SEND) {
+		if (op != OP_DRAIN)
+			child_channel(pool, op);
+		ap_test_hook_point = NULL;
+		asyncpool_shared_close(sp);
+		_exit(0);
+	}
 	if ((op == 1 || op == 3) && asyncpool_set_cache(pool, 4))
 		_exit(2);
 	ap_test_hook_point = hook;
@@ -175,6 +237,59 @@ static void push_all(struct asyncpool *pool)
 	asyncpool_release_bulk(l, N);
 }
 
+/* The parent's ends: it receives on channel 0 and sends on channel 1. */
+static struct asyncpool_channel *recv0, *send1;
+
+/* Send n buffers on channel 1 (before a receiving or draining child). */
+static void send_n(struct asyncpool *pool, int n)
+{
+	for (int j = 0; j < n; j++) {
+		struct asyncpool_lease l;
+
+		if (asyncpool_acquire(pool, &l) || asyncpool_channel_send(send1, &l))
+			bail_out("send_n");
+	}
+}
+
+/* A receiver of channel 1 that takes one buffer and dies holding it. */
+static void dead_receiver(int fd)
+{
+	int status;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		bail_out("fork");
+	if (pid == 0) {
+		struct asyncpool_shared *sp;
+		struct asyncpool_channel *ch;
+		struct asyncpool_lease l;
+
+		if (asyncpool_shared_open_fd(fd, &sp) ||
+		    asyncpool_channel_open(asyncpool_shared_pool(sp), 1, ASYNCPOOL_CHANNEL_RECV, &ch) ||
+		    asyncpool_channel_recv(ch, &l))
+			_exit(2);
+		raise(SIGKILL);
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFSIGNALED(status))
+		bail_out("the receiving child did not die");
+}
+
+/* What channel 0 still holds: received and released (what a dead sender sent). */
+static int drain_received(struct asyncpool *pool)
+{
+	uint64_t t[CAP];
+	int n = 0, rc;
+
+	while ((rc = asyncpool_channel_recv_tokens(recv0, t, CAP)) > 0) {
+		if (asyncpool_release_tokens(pool, t, (uint32_t)rc))
+			bail_out("release of received tokens");
+		n += rc;
+	}
+	return n;
+}
+
 static struct asyncpool *racing_pool;
 static int racing_reclaimed = -1;
 
@@ -230,20 +345,29 @@ int main(void)
 	struct asyncpool *pool;
 	unsigned kills = 0, clean = 0, reached[AP_TP_COUNT] = { 0 }, in[AP_TP_COUNT] = { 0 };
 
-	plan(AP_TP_COUNT * OPS * KMAX + 1 + 2 * AP_TP_COUNT + 1 + 6);
+	plan(AP_TP_COUNT * OPS * KMAX + 1 + 2 * AP_TP_COUNT + 1 + 6 + 2 * KMAX);
 	shared_options(&o, BS, N);
+	o.channels = 2;
+	o.channel_capacity = CAP;
 	if (asyncpool_shared_create(&o, &sp))
 		bail_out("shared_create");
 	pool = asyncpool_shared_pool(sp);
 	if (asyncpool_set_quarantine(pool, 0))
 		bail_out("set_quarantine");
+	if (asyncpool_channel_open(pool, 0, ASYNCPOOL_CHANNEL_RECV, &recv0) ||
+	    asyncpool_channel_open(pool, 1, ASYNCPOOL_CHANNEL_SEND, &send1))
+		bail_out("the parent's ends");
 	for (int p = 0; p < AP_TP_COUNT; p++) {
 		for (int op = 0; op < OPS; op++) {
 			for (unsigned k = 1; k <= KMAX; k++) {
-				int status, rc;
+				int status, rc, got;
 				pid_t pid;
 
 				push_all(pool);
+				if (op == OP_RECV || op == OP_DRAIN)
+					send_n(pool, op == OP_RECV ? 12 : 8);
+				if (op == OP_DRAIN)
+					dead_receiver(asyncpool_shared_fd(sp));
 				kill_at = (enum ap_test_point)p;
 				kill_after = k;
 				seen = 0;
@@ -262,6 +386,20 @@ int main(void)
 					clean++;
 				}
 				rc = asyncpool_reclaim(pool);
+				/* What the child's channels still hold: channel 1's
+				 * receiver is dead (drained), channel 0's sends are
+				 * ours to receive. */
+				if (rc >= 0)
+					(void)asyncpool_reclaim(pool);
+				got = drain_received(pool);
+				/* The k-th single send killed after its publish: k
+				 * delivered; before it: the k - 1 before it, and the
+				 * k-th back to the pool. */
+				if (op == OP_SEND && WIFSIGNALED(status) &&
+				    (p == AP_TP_CHAN_SEND_PUBLISHED || p == AP_TP_CHAN_SEND_QUEUED))
+					is_int(got, p == AP_TP_CHAN_SEND_PUBLISHED ? (int)k : (int)k - 1,
+					       "channel send, killed at \"%s\" #%u: what it published "
+					       "is delivered, nothing else", points[p], k);
 				if (WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
 				    rc >= 0 && asyncpool_available(pool) == N && asyncpool_check(pool) == 0 &&
 				    layout_not_free(sp, N) == 0) {
@@ -284,6 +422,8 @@ int main(void)
 	is_int(scan_sources(in), 0, "every AP_TEST_AT() point in lib/ is one this test kills at");
 	for (int p = 0; p < AP_TP_COUNT; p++)
 		ok(in[p] > 0, "%s is in the sources of lib/ (%u calls)", names[p], in[p]);
+	asyncpool_channel_close(recv0);
+	asyncpool_channel_close(send1);
 	asyncpool_shared_close(sp);
 	return done_testing();
 }

@@ -9,7 +9,10 @@
  * while a victim process runs every public call on the pool: acquire,
  * release, bulk, tokens, adoption, release by index, reclaim, check,
  * available, stats, waits with short timeouts, the wait fd, cache
- * flushes, opening and closing another handle.
+ * flushes, opening and closing another handle.  The pool has channels
+ * (issue 33): the scribbler writes their ends, steps, heads, wake words,
+ * slots and counters too, and the victim opens and closes both ends of
+ * one, sends and receives leases and tokens on it, and waits on it.
  *
  * A watchdog in the parent reads, through shared memory, which call the
  * victim is in and since when: a call that runs longer than its own
@@ -42,10 +45,13 @@
 #include "testutil.h"
 #include "layout-util.h"
 #include "shared-common.h"
+#include "../lib/channel_ring.h"
 
 #define N      32
 #define BS     64
 #define HELD   64                       /* leases the victim keeps at most */
+#define CHANS  2
+#define CAP    4
 /*
  * 1 s beyond a call's own timeout: the bound of issue 21.  A sanitizer
  * build slows every atomic 5 to 20 times, and a call that gives up on a
@@ -65,7 +71,8 @@ enum call {
 	C_NONE, C_ACQUIRE, C_RELEASE, C_BULK, C_RELEASE_BULK, C_TOKENS, C_RELEASE_TOKENS,
 	C_RELEASE_TOKEN, C_ADOPT_TOKEN, C_ADOPT, C_RELEASE_INDEX, C_RECLAIM, C_CHECK,
 	C_AVAILABLE, C_STATS, C_WAIT, C_FLUSH, C_SET_CACHE, C_FLUSH_ALL, C_WAIT_FD,
-	C_OPEN_CLOSE, C_QUARANTINE, C_COUNT
+	C_OPEN_CLOSE, C_QUARANTINE, C_CHAN_OPEN, C_CHAN_SEND, C_CHAN_RECV, C_CHAN_WAIT,
+	C_CHAN_STATS, C_COUNT
 };
 
 static const char *const names[C_COUNT] = {
@@ -73,7 +80,8 @@ static const char *const names[C_COUNT] = {
 	"release_tokens", "release_token", "lease_adopt_token", "lease_adopt",
 	"release_index", "reclaim", "check", "available", "stats", "acquire_wait",
 	"cache_flush", "set_cache", "cache_flush_all", "wait_fd", "open+close",
-	"set_quarantine",
+	"set_quarantine", "channel_open+close", "channel_send", "channel_recv",
+	"channel_recv_wait", "channel_stats",
 };
 
 /* Shared between the parent, the victim and the scribbler. */
@@ -251,6 +259,50 @@ static void scribble_head(void *base)
 	}
 }
 
+/* A channel's every field: ends, step, head, wake word, slots, counters. */
+static void scribble_chan(void *base)
+{
+	struct ap_chan *ch = ap_chan_in(base, N, CHANS, CAP, (uint32_t)(rnd() % CHANS));
+	struct ap_chan_slot *sl = &ap_chan_slots(ch)[rnd() % CAP];
+	uint64_t h = atomic_load(&ch->head);
+
+	switch (rnd() % 8) {
+	case 0:
+		atomic_store(rnd() % 2 ? &ch->send_end : &ch->recv_end,
+			     rnd() % 3 == 0 ? 0 : rnd() % 2 ? rnd() :
+			     (rnd() % 8) << 8 | rnd() % (AP_ATTACH_SLOTS + 2));
+		break;
+	case 1:
+		atomic_store(&ch->step_pos, rnd() % 2 ? h + rnd() % (2 * CAP) : rnd());
+		atomic_store(&ch->step_n, rnd() % 2 ? (uint32_t)(rnd() % (CAP + 2)) : (uint32_t)rnd());
+		break;
+	case 2:
+		atomic_store(&ch->head, rnd() % 2 ? h + rnd() % 3 - 1 : rnd());
+		break;
+	case 3:
+		atomic_store(&ch->wait, (uint32_t)rnd());
+		break;
+	case 4:         /* a lap: this one, the next, one that jumps, anything */
+		atomic_store(&sl->seq, rnd() % 4 ? h + rnd() % (2 * CAP) : rnd());
+		break;
+	case 5: {       /* a token: of a real buffer at its word's generation, or not */
+		uint32_t i = adv_index();
+		uint64_t w = i < N ? atomic_load(layout_state_at(base, N, i)) : rnd();
+
+		atomic_store(&sl->token, rnd() % 2 ? ((uint64_t)(AP_W_GEN(w) + rnd() % 2) << 32) | i
+						   : rnd());
+		break;
+	}
+	case 6:         /* a buffer's word made QUEUED in some channel */
+		atomic_store(layout_state_at(base, N, (uint32_t)(rnd() % N)),
+			     ap_queued_word((uint32_t)(rnd() % (CHANS + 1)), (uint32_t)rnd()));
+		break;
+	default:
+		atomic_store(rnd() % 2 ? &ch->corruptions : &ch->sent, rnd());
+		break;
+	}
+}
+
 static void scribble_lock(int rw, int ro)
 {
 	struct flock fl;
@@ -285,7 +337,7 @@ static void scribbler(int fd, int focus)
 		unsigned burst = 1 + (unsigned)(rnd() % 16);
 
 		for (unsigned b = 0; b < burst; b++) {
-			switch (focus < 5 ? focus : (int)(rnd() % 5)) {
+			switch (focus < 6 ? focus : (int)(rnd() % 6)) {
 			case 0: scribble_attach(shm.base); break;
 			case 1:
 				if (rnd() % 8)
@@ -295,7 +347,8 @@ static void scribbler(int fd, int focus)
 				break;
 			case 2: scribble_words(shm.base); break;
 			case 3: scribble_head(shm.base); break;
-			default: scribble_lock(rw, ro); break;
+			case 4: scribble_lock(rw, ro); break;
+			default: scribble_chan(shm.base); break;
 			}
 			atomic_fetch_add(&W->writes, 1);
 		}
@@ -341,6 +394,9 @@ static void check_lease(const struct asyncpool_lease *l)
 		atomic_fetch_add(&W->outside, 1);
 }
 
+/* The victim's ends of channel 0, NULL while closed. */
+static struct asyncpool_channel *ends[2];
+
 static void victim(int fd, long iterations)
 {
 	struct asyncpool_lease held[HELD];
@@ -366,7 +422,8 @@ static void victim(int fd, long iterations)
 		int rc, n;
 
 		/* Keep the slow calls rare, so that the rounds stay short. */
-		if ((c == C_WAIT || c == C_OPEN_CLOSE || c == C_WAIT_FD) && rnd() % 8)
+		if ((c == C_WAIT || c == C_OPEN_CLOSE || c == C_WAIT_FD || c == C_CHAN_WAIT ||
+		     c == C_CHAN_OPEN) && rnd() % 8)
 			c = C_ACQUIRE;
 		switch (c) {
 		case C_ACQUIRE:
@@ -525,10 +582,86 @@ static void victim(int fd, long iterations)
 			(void)asyncpool_set_quarantine(vp, (uint32_t)(rnd() % 20));
 			end(c);
 			break;
+		case C_CHAN_OPEN: {
+			unsigned e = (unsigned)(rnd() % 2);
+
+			begin(c, 0);
+			if (ends[e]) {
+				(void)asyncpool_channel_close(ends[e]);
+				ends[e] = NULL;
+			} else {
+				(void)asyncpool_channel_open(vp, 0, e ? ASYNCPOOL_CHANNEL_RECV :
+							     ASYNCPOOL_CHANNEL_SEND, &ends[e]);
+			}
+			end(c);
+			break;
+		}
+		case C_CHAN_SEND:
+			if (!ends[0] || !nheld)
+				break;
+			if (rnd() % 2) {
+				begin(c, 0);
+				rc = asyncpool_channel_send(ends[0], &held[nheld - 1]);
+				end(c);
+				if (rc == 0)
+					nheld--;
+			} else {
+				n = nheld < 3 ? (int)nheld : 3;
+				for (int j = 0; j < n; j++)
+					tokens[j] = asyncpool_lease_token(&held[nheld - 1 - j]);
+				begin(c, 0);
+				rc = asyncpool_channel_send_tokens(ends[0], tokens, (uint32_t)n);
+				end(c);
+				if (rc > n)
+					atomic_fetch_add(&W->outside, 1);
+				else if (rc > 0)
+					nheld -= (unsigned)rc;
+			}
+			break;
+		case C_CHAN_RECV:
+			if (!ends[1])
+				break;
+			begin(c, 0);
+			rc = asyncpool_channel_recv_tokens(ends[1], tokens, 8);
+			end(c);
+			for (int j = 0; j < rc; j++) {
+				if ((uint32_t)tokens[j] >= N)
+					atomic_fetch_add(&W->outside, 1);
+				else
+					(void)asyncpool_release_token(vp, tokens[j]);
+			}
+			break;
+		case C_CHAN_WAIT: {
+			int64_t t = (int64_t)(rnd() % 5000000);
+
+			if (!ends[1])
+				break;
+			begin(c, (uint64_t)t);
+			rc = asyncpool_channel_recv_wait(ends[1], &l, t);
+			end(c);
+			if (rc == 0) {
+				check_lease(&l);
+				asyncpool_lease_release(&l);
+			}
+			break;
+		}
+		case C_CHAN_STATS: {
+			struct asyncpool_channel_stats s = { .size = sizeof(s) };
+
+			begin(c, 0);
+			(void)asyncpool_channel_stats(vp, (uint32_t)(rnd() % (CHANS + 1)), &s);
+			end(c);
+			if (s.depth > CAP)
+				atomic_fetch_add(&W->outside, 1);
+			break;
+		}
 		default:
 			break;
 		}
 	}
+	for (unsigned e = 0; e < 2; e++)
+		if (ends[e])
+			asyncpool_channel_close(ends[e]);
 	begin(C_RELEASE_BULK, 0);
 	asyncpool_release_bulk(held, nheld);
 	end(C_RELEASE_BULK);
@@ -564,7 +697,7 @@ static int overdue(void)
 
 static const char *const focuses[] = {
 	"attachments", "steps", "buffer words", "head, depth, reclaimer word", "lock bytes",
-	"everything",
+	"channels", "everything",
 };
 #define ROUNDS (int)(sizeof(focuses) / sizeof(focuses[0]))
 
@@ -587,6 +720,8 @@ int main(void)
 
 		memset(W, 0, sizeof(*W));
 		shared_options(&o, BS, N);
+		o.channels = CHANS;
+		o.channel_capacity = CAP;
 		if (asyncpool_shared_create(&o, &sp))
 			bail_out("shared_create");
 		sc = fork_or_bail();

@@ -111,7 +111,10 @@ static void test_offsets(void)
 	   offsetof(struct ap_pool_header, depth_offset) == 64 &&
 	   offsetof(struct ap_pool_header, attach_offset) == 72 &&
 	   offsetof(struct ap_pool_header, link_offset) == 80 &&
-	   offsetof(struct ap_pool_header, reserved) == 88,
+	   offsetof(struct ap_pool_header, channel_count) == 88 &&
+	   offsetof(struct ap_pool_header, channel_capacity) == 92 &&
+	   offsetof(struct ap_pool_header, channel_offset) == 96 &&
+	   offsetof(struct ap_pool_header, reserved) == 104,
 	   "header fields at the offsets of asyncpool-shared(7)");
 	ok(!memcmp(good, "APOL", 4), "the magic reads \"APOL\" in memory");
 	is_int(((uint32_t *)good)[1], 3, "layout version 3");
@@ -167,7 +170,8 @@ static void test_fields(void)
 		{ "version 1 (the layout before generations)", F(version), 4, 1, -EPROTONOSUPPORT },
 		{ "version 2 (the link in the word, a 23-bit generation)", F(version), 4, 2,
 		  -EPROTONOSUPPORT },
-		{ "version 4", F(version), 4, 4, -EPROTONOSUPPORT },
+		{ "version 4 without channels", F(version), 4, 4, -EBADMSG },
+		{ "version 5", F(version), 4, 5, -EPROTONOSUPPORT },
 		{ "version 0xffffffff", F(version), 4, 0xffffffff, -EPROTONOSUPPORT },
 		{ "header_size 64", F(header_size), 4, 64, -EBADMSG },
 		{ "header_size 256", F(header_size), 4, 256, -EBADMSG },
@@ -205,11 +209,12 @@ static void test_fields(void)
 		{ "link_offset on state[]", F(link_offset), 8, AP_OFF_NEXT, -EBADMSG },
 		{ "link_offset on depth[]", F(link_offset), 8, dep, -EBADMSG },
 		{ "link_offset misaligned", F(link_offset), 8, dep - 64 + 4, -EBADMSG },
+		{ "channel_count in version 3", F(channel_count), 4, 1, -EBADMSG },
+		{ "channel_capacity in version 3", F(channel_capacity), 4, 1, -EBADMSG },
+		{ "channel_offset in version 3", F(channel_offset), 8, 1, -EBADMSG },
 		{ "reserved[0]", F(reserved) + 0, 8, 1, -EBADMSG },
 		{ "reserved[1]", F(reserved) + 8, 8, 1, -EBADMSG },
-		{ "reserved[2]", F(reserved) + 16, 8, 1, -EBADMSG },
-		{ "reserved[3]", F(reserved) + 24, 8, 1, -EBADMSG },
-		{ "reserved[4]", F(reserved) + 32, 8, 1ull << 63, -EBADMSG },
+		{ "reserved[2]", F(reserved) + 16, 8, 1ull << 63, -EBADMSG },
 		{ "head index = buffer_count", AP_OFF_HEAD, 8, AP_HEAD_MAKE(N, 7), -EBADMSG },
 		{ "head index = AP_FL_END - 1", AP_OFF_HEAD, 8, AP_HEAD_MAKE(AP_FL_END - 1, 0), -EBADMSG },
 	};

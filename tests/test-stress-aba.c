@@ -333,7 +333,7 @@ static void phase_processes(struct asyncpool_proactor *p)
 	pid_t pid[PROCS];
 	int bad_exit = 0;
 
-	if (ap_layout_size(count, true, &lsize))
+	if (ap_layout_size(count, true, 0, 0, &lsize))
 		bail_out("layout size");
 	layout = mmap(NULL, lsize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	bufs = mmap(NULL, (size_t)count * BUFFER_SIZE, PROT_READ | PROT_WRITE,
@@ -344,7 +344,7 @@ static void phase_processes(struct asyncpool_proactor *p)
 	    asyncpool_proactor_register_slab(p, s, ASYNCPOOL_ACCESS_READ, &r))
 		bail_out("setup of the processes phase");
 	asyncpool_slab_unref(s);
-	ap_layout_init(layout, count, BUFFER_SIZE, true);
+	ap_layout_init(layout, count, BUFFER_SIZE, true, 0, 0);
 	ap_layout_publish(layout);
 	memset(&handle, 0, sizeof(handle));
 	ap_pool_bind(&handle, layout, r);

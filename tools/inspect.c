@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * asyncpool inspect [--json] NAME|FD-PATH: print the header, check the
- * freelist and list the attachments of a shared pool, read-only.  The
+ * freelist and list the attachments and the channels of a shared pool,
+ * read-only.  The
  * memory belongs to other processes and may be corrupt or changing: it
  * is mapped PROT_READ and MAP_PRIVATE (never written), every field is
  * checked before it is used, every walk is bounded, and a SIGBUS from a
@@ -31,6 +32,7 @@
 #include "tool.h"
 #include "../lib/pool_check.h"
 #include "../lib/attach_live.h"
+#include "../lib/channel_ring.h"
 
 static sigjmp_buf bus_jump;
 
@@ -66,6 +68,20 @@ struct att_view {
 	struct { uint32_t step, first, count; } steps[AP_STEPS];
 };
 
+/* An end of a channel: free, or the attachment it names and whether it lives. */
+struct end_view {
+	uint64_t word;
+	uint32_t slot;                  /* of the attachment */
+	const char *state;              /* "free", "alive", "dead", "unknown", "bad" */
+};
+
+/* A channel (layout version 4). */
+struct chan_view {
+	uint32_t depth, step_n;
+	struct end_view send, recv;
+	uint64_t sent, received, full, corruptions, reclaimed;
+};
+
 /* How far the reading got. */
 enum stage { SEEN_SIZE, SEEN_MAGIC, SEEN_HEADER, SEEN_ALL };
 
@@ -85,6 +101,8 @@ struct inspection {
 	uint32_t natt;
 	struct att_view att[AP_ATTACH_SLOTS];
 	uint32_t stray_leased, stray_cached; /* holders beyond the slots */
+	uint32_t nchan;
+	struct chan_view *chan;         /* nchan of them */
 	bool shrank;                    /* SIGBUS */
 };
 
@@ -141,6 +159,60 @@ static void read_attachments(struct inspection *in, const unsigned char *mem, in
 	}
 }
 
+/* An end word: the liveness of the attachment it names, by the library's test. */
+static void read_end(struct end_view *e, uint64_t v, const unsigned char *mem,
+		     const struct ap_pool_header *h, int fd)
+{
+	const struct ap_attach *rec;
+	uint64_t life;
+	int alive;
+
+	e->word = v;
+	e->slot = AP_END_WHO(v) - 1;
+	if (!v) {
+		e->state = "free";
+		return;
+	}
+	if (AP_END_WHO(v) == 0 || AP_END_WHO(v) > AP_ATTACH_SLOTS) {
+		e->state = "bad";
+		return;
+	}
+	rec = (const void *)(mem + h->attach_offset + (size_t)e->slot * AP_ATTACH_SIZE);
+	life = load64((const void *)&rec->life);
+	if (AP_ATT_STATE(life) != AP_ATT_LIVE || AP_ATT_EPOCH(life) != AP_END_EPOCH(v)) {
+		e->state = "dead";
+		return;
+	}
+	alive = ap_attach_live(rec, fd, e->slot);
+	e->state = alive < 0 ? "unknown" : alive ? "alive" : "dead";
+}
+
+static void read_channels(struct inspection *in, const unsigned char *mem, int fd)
+{
+	const struct ap_pool_header *h = &in->h;
+
+	in->chan = calloc(h->channel_count ? h->channel_count : 1, sizeof(*in->chan));
+	if (!in->chan)
+		return;
+	for (uint32_t c = 0; c < h->channel_count; c++) {
+		struct ap_chan *ch = ap_chan_in((void *)mem, h->buffer_count, h->channel_count,
+						h->channel_capacity, c);
+		struct chan_view *v = &in->chan[c];
+
+		v->depth = ap_chan_depth(ch, h->channel_capacity,
+					 load64((const void *)&ch->head));
+		v->step_n = load32((const void *)&ch->step_n);
+		read_end(&v->send, load64((const void *)&ch->send_end), mem, h, fd);
+		read_end(&v->recv, load64((const void *)&ch->recv_end), mem, h, fd);
+		v->sent = load64((const void *)&ch->sent);
+		v->received = load64((const void *)&ch->received);
+		v->full = load64((const void *)&ch->full);
+		v->corruptions = load64((const void *)&ch->corruptions);
+		v->reclaimed = load64((const void *)&ch->reclaimed);
+	}
+	in->nchan = h->channel_count;
+}
+
 /* Fill *in from the size bytes at mem; stops where the object stops being a pool. */
 static int inspect_read(struct inspection *in, const unsigned char *mem, int fd)
 {
@@ -165,6 +237,7 @@ static int inspect_read(struct inspection *in, const unsigned char *mem, int fd)
 		return 0;
 	}
 	in->buffers_here = ap_bundle_geometry(in->h.buffer_count, in->h.buffer_size,
+					      in->h.channel_count, in->h.channel_capacity,
 					      &in->buffers_off, &total) && total <= in->size;
 	in->bad_releases = load64((const void *)&c->bad_releases);
 	in->corruptions = load64((const void *)&c->corruptions);
@@ -178,9 +251,10 @@ static int inspect_read(struct inspection *in, const unsigned char *mem, int fd)
 							   memory_order_acquire),
 				      (const _Atomic uint64_t *)(mem + AP_OFF_NEXT),
 				      (const _Atomic uint32_t *)(mem + in->h.link_offset),
-				      in->h.buffer_count, seen, &in->a);
+				      in->h.buffer_count, in->h.channel_count, seen, &in->a);
 	free(seen);
 	read_attachments(in, mem, fd);
+	read_channels(in, mem, fd);
 	in->stage = SEEN_ALL;
 	return 0;
 }
@@ -312,6 +386,28 @@ static void print_text(const struct inspection *in)
 	if (in->stray_leased || in->stray_cached)
 		printf("bad holders:     leased %" PRIu32 " cached %" PRIu32 "\n",
 		       in->stray_leased, in->stray_cached);
+	if (in->nchan)
+		printf("channels:        %" PRIu32 " of %" PRIu32 " entries, %" PRIu32
+		       " buffers queued\n", in->nchan, in->h.channel_capacity, a->queued);
+	for (uint32_t c = 0; c < in->nchan; c++) {
+		const struct chan_view *v = &in->chan[c];
+
+		printf("channel:         %" PRIu32 " depth %" PRIu32, c, v->depth);
+		if (v->send.word)
+			printf(" send slot %" PRIu32 " %s", v->send.slot, v->send.state);
+		else
+			printf(" send free");
+		if (v->recv.word)
+			printf(" recv slot %" PRIu32 " %s", v->recv.slot, v->recv.state);
+		else
+			printf(" recv free");
+		printf(" sent %" PRIu64 " received %" PRIu64 " full %" PRIu64 " corruptions %" PRIu64
+		       " reclaimed %" PRIu64, v->sent, v->received, v->full, v->corruptions,
+		       v->reclaimed);
+		if (v->step_n)
+			printf(" send in flight %" PRIu32, v->step_n);
+		printf("\n");
+	}
 	if (!in->audit)
 		printf("freelist:        consistent\n");
 	else if (a->problem_index != AP_FL_END)
@@ -393,6 +489,29 @@ static void print_json(const struct inspection *in)
 			if (a->problem_index != AP_FL_END)
 				printf(",\"problem_index\":%" PRIu32, a->problem_index);
 		}
+		printf(",\"queued\":%" PRIu32 ",\"channel_capacity\":%" PRIu32 ",\"channels\":[",
+		       a->queued, h->channel_capacity);
+		for (uint32_t c = 0; c < in->nchan; c++) {
+			const struct chan_view *cv = &in->chan[c];
+
+			printf("%s{\"channel\":%" PRIu32 ",\"depth\":%" PRIu32, c ? "," : "", c,
+			       cv->depth);
+			for (int e = 0; e < 2; e++) {
+				const struct end_view *x = e ? &cv->recv : &cv->send;
+
+				printf(",\"%s\":", e ? "recv" : "send");
+				if (x->word)
+					printf("{\"slot\":%" PRIu32 ",\"state\":\"%s\"}", x->slot,
+					       x->state);
+				else
+					printf("null");
+			}
+			printf(",\"sent\":%" PRIu64 ",\"received\":%" PRIu64 ",\"full\":%" PRIu64
+			       ",\"corruptions\":%" PRIu64 ",\"reclaimed\":%" PRIu64
+			       ",\"in_flight\":%" PRIu32 "}", cv->sent, cv->received, cv->full,
+			       cv->corruptions, cv->reclaimed, cv->step_n);
+		}
+		printf("]");
 		printf(",\"attachments\":[");
 		for (uint32_t i = 0; i < in->natt; i++) {
 			const struct att_view *t = &in->att[i];
@@ -458,6 +577,7 @@ int cmd_inspect(int argc, char **argv)
 	if (mem == MAP_FAILED) {
 		fprintf(stderr, "asyncpool: %s: mmap: %s\n", what, strerror(errno));
 		close(fd);
+		free(in->chan);
 		free(in);
 		return TOOL_EXIT_FAILURE;
 	}
@@ -467,6 +587,7 @@ int cmd_inspect(int argc, char **argv)
 	close(fd);
 	if (rc) {
 		fprintf(stderr, "asyncpool: %s\n", strerror(-rc));
+		free(in->chan);
 		free(in);
 		return TOOL_EXIT_FAILURE;
 	}
@@ -478,6 +599,7 @@ int cmd_inspect(int argc, char **argv)
 			printf("\nobject:          SIGBUS: the object shrank while it was read\n");
 	}
 	rc = verdict(in);
+	free(in->chan);
 	free(in);
 	return rc;
 }

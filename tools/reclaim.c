@@ -84,7 +84,7 @@ static uint32_t waiting(struct asyncpool_shared *sp, uint32_t quarantine_ms, uin
 		(void)ap_freelist_audit(atomic_load((_Atomic uint64_t *)(mem + AP_OFF_HEAD)),
 					(const _Atomic uint64_t *)(mem + AP_OFF_NEXT),
 					(const _Atomic uint32_t *)(mem + h.link_offset),
-					h.buffer_count, seen, a);
+					h.buffer_count, h.channel_count, seen, a);
 		for (uint32_t s = 0; s < AP_ATTACH_SLOTS; s++) {
 			const struct ap_attach *rec = (const void *)(mem + h.attach_offset +
 								     (size_t)s * AP_ATTACH_SIZE);

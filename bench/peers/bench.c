@@ -1095,6 +1095,133 @@ static void pipe_pong(uint64_t n, int tid)
 	}
 }
 
+/*
+ * The libasyncpool channel (issue 33): a shared pool with two channels,
+ * side 0 holding the sending end of channel 0 and the receiving end of
+ * channel 1, side 1 the others.  Throughput: side 0 acquires tokens from
+ * its thread cache (32 at a time) and sends them, side 1 receives and
+ * releases them into its cache, as a program does; the receiving side
+ * counts what it got (the object is the buffer, not a value: its sum of
+ * 1..count checks that none was lost or repeated).  Latency: one buffer's
+ * token goes back and forth over the two channels, busy-polling; and the
+ * same with both sides blocked in asyncpool_channel_recv_wait().  In the
+ * processes rows the sides are forked children using the parent's handle
+ * and ends (as a benchmark may: it never dies), and each flushes its
+ * thread cache when its loop ends, so that no buffer stays in a cache of
+ * a process that exits.
+ */
+#define CH_BUFFERS 4096
+#define CH_CAP     1024
+static struct asyncpool_shared *ch_sp;
+static struct asyncpool *ch_pool;
+static struct asyncpool_channel *ch_tx[2], *ch_rx[2];  /* [c]: channel c's ends */
+static int ch_setup(void)
+{
+	if (!ch_sp) {
+		struct asyncpool_shared_options o;
+		memset(&o, 0, sizeof(o));
+		o.size = sizeof(o);
+		o.buffer_size = 64;
+		o.buffer_count = CH_BUFFERS;
+		o.channels = 2;
+		o.channel_capacity = CH_CAP;
+		if (asyncpool_shared_create(&o, &ch_sp)) return -1;
+		ch_pool = asyncpool_shared_pool(ch_sp);
+		if (asyncpool_set_cache(ch_pool, 256)) return -1;
+		for (uint32_t c = 0; c < 2; c++)
+			if (asyncpool_channel_open(ch_pool, c, ASYNCPOOL_CHANNEL_SEND, &ch_tx[c]) ||
+			    asyncpool_channel_open(ch_pool, c, ASYNCPOOL_CHANNEL_RECV, &ch_rx[c]))
+				return -1;
+	}
+	if (asyncpool_available(ch_pool) != CH_BUFFERS) die("the channel rows lost a buffer");
+	return 0;
+}
+static void ch_send_n(uint64_t n, uint32_t per)
+{
+	uint64_t t[BULK];
+	uint32_t have = 0, at = 0;
+	for (uint64_t k = 0; k < n;) {
+		int r;
+		if (at == have) {
+			while (asyncpool_acquire_tokens(ch_pool, t, BULK)) cpu_relax();
+			have = BULK;
+			at = 0;
+		}
+		uint32_t want = per < have - at ? per : have - at;
+		if (want > n - k) want = (uint32_t)(n - k);
+		while ((r = want == 1 ? (asyncpool_channel_send_token(ch_tx[0], t[at]) ? -1 : 1)
+				      : asyncpool_channel_send_tokens(ch_tx[0], t + at, want)) <= 0) cpu_relax();
+		at += (uint32_t)r;
+		k += (uint64_t)r;
+	}
+	if (at < have) asyncpool_release_tokens(ch_pool, t + at, have - at);
+	asyncpool_cache_flush(ch_pool);
+}
+static void ch_recv_n(uint64_t n, uint32_t per)
+{
+	uint64_t t[BULK], got = 0;
+	while (got < n) {
+		uint32_t want = per < n - got ? per : (uint32_t)(n - got);
+		int r = asyncpool_channel_recv_tokens(ch_rx[0], t, want);
+		if (r <= 0) { cpu_relax(); continue; }
+		asyncpool_release_tokens(ch_pool, t, (uint32_t)r);
+		got += (uint64_t)r;
+	}
+	sides->got = n * (n + 1) / 2;
+	asyncpool_cache_flush(ch_pool);
+}
+static void ch_send1(uint64_t n, int tid) { (void)tid; ch_send_n(n, 1); }
+static void ch_recv1(uint64_t n, int tid) { (void)tid; ch_recv_n(n, 1); }
+static void ch_send32(uint64_t n, int tid) { (void)tid; ch_send_n(n, BULK); }
+static void ch_recv32(uint64_t n, int tid) { (void)tid; ch_recv_n(n, BULK); }
+static void ch_ping(uint64_t n, int tid)
+{
+	uint64_t t;
+	(void)tid;
+	while (asyncpool_acquire_tokens(ch_pool, &t, 1)) cpu_relax();
+	for (uint64_t k = 0; k < n; k++) {
+		uint64_t t0 = lat_now();
+		while (asyncpool_channel_send_token(ch_tx[0], t)) cpu_relax();
+		while (asyncpool_channel_recv_tokens(ch_rx[1], &t, 1) != 1) cpu_relax();
+		LAT_RECORD(k, t0);
+	}
+	asyncpool_release_token(ch_pool, t);
+	asyncpool_cache_flush(ch_pool);
+}
+static void ch_pong(uint64_t n, int tid)
+{
+	uint64_t t;
+	(void)tid;
+	for (uint64_t k = 0; k < n; k++) {
+		while (asyncpool_channel_recv_tokens(ch_rx[0], &t, 1) != 1) cpu_relax();
+		while (asyncpool_channel_send_token(ch_tx[1], t)) cpu_relax();
+	}
+}
+/* The same, each side asleep in asyncpool_channel_recv_wait() until the other sends. */
+static void chw_ping(uint64_t n, int tid)
+{
+	struct asyncpool_lease l;
+	(void)tid;
+	if (asyncpool_acquire(ch_pool, &l)) die("acquire");
+	for (uint64_t k = 0; k < n; k++) {
+		uint64_t t0 = lat_now();
+		while (asyncpool_channel_send(ch_tx[0], &l)) cpu_relax();
+		if (asyncpool_channel_recv_wait(ch_rx[1], &l, -1)) die("recv_wait");
+		LAT_RECORD(k, t0);
+	}
+	asyncpool_lease_release(&l);
+	asyncpool_cache_flush(ch_pool);
+}
+static void chw_pong(uint64_t n, int tid)
+{
+	struct asyncpool_lease l;
+	(void)tid;
+	for (uint64_t k = 0; k < n; k++) {
+		if (asyncpool_channel_recv_wait(ch_rx[0], &l, -1)) die("recv_wait");
+		while (asyncpool_channel_send(ch_tx[1], &l)) cpu_relax();
+	}
+}
+
 static int cmpu32(const void *a, const void *b)
 {
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -1188,6 +1315,8 @@ static double clean_median(const double *v, const double *c, int n)
 int main(int argc, char **argv)
 {
 	int reps = argc > 1 ? atoi(argv[1]) : 5;
+	/* ONLY_CHANNELS=1: the floors and the channel rows, not the pools. */
+	int only_channels = getenv("ONLY_CHANNELS") != NULL;
 	uint64_t st_n = (argc > 2 ? strtoull(argv[2], 0, 10) : 10) * 1000000ull;
 	uint64_t mt_n = st_n / 2;     /* per thread for "mt" */
 	uint64_t xf_n = st_n / 2;     /* transfers for "xfer" */
@@ -1304,6 +1433,19 @@ int main(int argc, char **argv)
 		  .ping = ring_ping, .pong = ring_pong,
 		  .vs_lat = "floor: cache-line ping-pong, threads" },
 #endif
+		{ .name = "libasyncpool channel, threads", .setup = ch_setup,
+		  .send1 = ch_send1, .recv1 = ch_recv1, .send32 = ch_send32, .recv32 = ch_recv32,
+		  .ping = ch_ping, .pong = ch_pong,
+		  .vs_tput = "DPDK rte_ring SP/SC, threads",
+		  .vs_lat = "floor: cache-line ping-pong, threads" },
+		{ .name = "libasyncpool channel, processes", .procs = 1, .setup = ch_setup,
+		  .send1 = ch_send1, .recv1 = ch_recv1, .send32 = ch_send32, .recv32 = ch_recv32,
+		  .ping = ch_ping, .pong = ch_pong,
+		  .vs_tput = "DPDK rte_ring SP/SC, threads",
+		  .vs_lat = "floor: cache-line ping-pong, processes" },
+		{ .name = "libasyncpool channel recv_wait, procs", .procs = 1, .div = 2,
+		  .setup = ch_setup, .ping = chw_ping, .pong = chw_pong,
+		  .vs_lat = "floor: futex wake-up, processes" },
 		{ .name = "pipe, 8-byte tokens, processes", .procs = 1, .div = 20,
 		  .setup = pipe_setup, .teardown = pipe_teardown,
 		  .send1 = pipe_send1, .recv1 = pipe_recv1, .send32 = pipe_send32, .recv32 = pipe_recv32,
@@ -1335,7 +1477,7 @@ int main(int argc, char **argv)
 		ppv[r] = 1e3 / run2(pingpong, pingpong, 1000000, 1000000, 0); /* ns per round trip */
 		ppc[r] = last_oncpu;
 		for (int i = 0; i < nv; i++) {
-			if (!*vs[i].avail) continue;
+			if (!*vs[i].avail || only_channels) continue;
 			/* st */
 			if (vs[i].init) vs[i].init();
 			vs[i].st(st_n / 10, 0); /* warmup */
@@ -1398,7 +1540,7 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < nv; i++) {
 		char s1[64] = "n/a", s2[64] = "-", s3[64] = "-", c2[32] = "-", c3[32] = "-";
-		if (*vs[i].avail) {
+		if (*vs[i].avail && !only_channels) {
 			stats(st[i], reps, &a, &b, &c);
 			snprintf(s1, 64, "%6.2f [%6.2f-%6.2f]", a, b, c);
 			if (vs[i].mt_ok) { stats(mt[i], reps, &a, &b, &c); snprintf(s2, 64, "%7.1f [%7.1f-%7.1f]", a, b, c); clean_med(c2, 32, mt[i], mtc[i], reps); }
@@ -1418,7 +1560,8 @@ int main(int argc, char **argv)
 		const char *suffix = vs[i].name + strlen("libasyncpool ");
 		char dn[64];
 		int d = -1;
-		if (strncmp(vs[i].name, "libasyncpool ", strlen("libasyncpool ")) || !*vs[i].avail) continue;
+		if (strncmp(vs[i].name, "libasyncpool ", strlen("libasyncpool ")) || !*vs[i].avail ||
+		    only_channels) continue;
 		if (!strncmp(suffix, "tokens ", strlen("tokens "))) suffix += strlen("tokens ");
 		snprintf(dn, sizeof(dn), "DPDK ring_mp_mc %s", suffix);
 		for (int k = 0; k < nv; k++)

@@ -39,6 +39,9 @@ struct asyncpool_shared_options {
 	const char *name;               /* NULL: anonymous memfd; "/name": named */
 	uint32_t    mode;               /* of a named object; 0: 0600 */
 	uint32_t    reserved;           /* must be zero */
+	/* Since 1.4: channels (asyncpool_channel_open(3)); 0: none. */
+	uint32_t    channels;           /* channels, at most 1024 */
+	uint32_t    channel_capacity;   /* entries per channel, a power of two <= 65536 */
 };
 
 int  asyncpool_shared_create(const struct asyncpool_shared_options *opts,

@@ -68,7 +68,7 @@ static uint64_t word(uint8_t b, uint32_t count, uint32_t *link)
 	switch (b) {
 	case 0xfe: return AP_W_MAKE(AP_K_LEASED, 0, 1);
 	case 0xfb: return AP_W_MAKE(AP_K_CACHED, 0, 1);
-	case 0xfa: *link = 0; return AP_W_MAKE(AP_K_BAD, 0, 1);
+	case 0xfa: *link = 0; return AP_W_MAKE(AP_K_QUEUED, 0, 1);
 	default:   *link = value(b, count); return AP_W_MAKE(AP_K_FREE, 0, 0);
 	}
 }
@@ -183,7 +183,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 
 	/* Leave a consistent list so that destroy frees everything. */
-	ap_layout_init(pool->storage, count, BUFFER_SIZE, false);
+	ap_layout_init(pool->storage, count, BUFFER_SIZE, false, 0, 0);
 	if (asyncpool_destroy(pool))
 		fuzz_fail("destroy", 0);
 	if (asyncpool_proactor_destroy(p))

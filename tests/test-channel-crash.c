@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Random SIGKILLs of either end of a channel (issue 33, item 4): a
+ * sending process and a receiving process hand buffers over one channel
+ * without end; the test kills one of them at a random moment and starts
+ * a new one in its place (which takes the dead end through the reclaim),
+ * and every KILLS_PER_CHECK kills kills both and checks that every
+ * buffer came back:
+ * - none lost: after both died, every buffer is back within one
+ *   quarantine plus 1 s (a failure bound, hundreds of times what it
+ *   takes), or queued in the channel (sent while no receiver had the
+ *   end: deliverable, and the test then receives them); then
+ *   asyncpool_check() is clean and every word is FREE;
+ * - none handed out twice: every send carries a stamp that no other
+ *   send has, and the receivers mark each stamp they get in a bitmap in
+ *   memory shared by all of them; a stamp received twice fails the test.
+ * make check: 100 kills (more with ASYNCPOOL_STRESS_ITERATIONS);
+ * make check-long: 10,000.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <asyncpool.h>
+#include "tap.h"
+#include "testutil.h"
+#include "layout-util.h"
+
+#define N               32
+#define BS              64
+#define CAP             16
+#define QUARANTINE_MS   20
+#define KILLS_PER_CHECK 10
+#define STAMPS          (1u << 26)
+
+struct shared_test {
+	_Atomic uint64_t next_stamp;    /* the senders' */
+	_Atomic uint64_t received;
+	_Atomic uint32_t twice;         /* stamps received twice */
+	_Atomic uint8_t  seen[STAMPS / 8];
+};
+
+static struct shared_test *T;
+
+static void sender(int fd)
+{
+	struct asyncpool_shared *sp;
+	struct asyncpool_channel *ch;
+	struct asyncpool *pool;
+	unsigned seed = (unsigned)getpid();
+
+	if (asyncpool_shared_open_fd(fd, &sp))
+		_exit(2);
+	pool = asyncpool_shared_pool(sp);
+	if (asyncpool_channel_open(pool, 0, ASYNCPOOL_CHANNEL_SEND, &ch))
+		_exit(3);
+	for (;;) {
+		struct asyncpool_lease l[4];
+		uint64_t t[4];
+		int n = 1 + (int)(rand_r(&seed) % 4), got = 0, rc;
+
+		while (got < n && asyncpool_acquire(pool, &l[got]) == 0)
+			got++;
+		if (!got) {
+			sched_yield();
+			continue;
+		}
+		for (int j = 0; j < got; j++) {
+			uint64_t s = atomic_fetch_add(&T->next_stamp, 1) % STAMPS;
+
+			memcpy(asyncpool_span_ptr(l[j].span), &s, sizeof(s));
+			t[j] = asyncpool_lease_token(&l[j]);
+		}
+		if (got == 1) {
+			while ((rc = asyncpool_channel_send(ch, &l[0])) == -EAGAIN)
+				sched_yield();
+			if (rc)
+				_exit(4);
+			continue;
+		}
+		for (int j = 0; j < got; j += rc) {
+			rc = asyncpool_channel_send_tokens(ch, t + j, (uint32_t)(got - j));
+			if (rc == -EAGAIN) {
+				rc = 0;
+				sched_yield();
+			} else if (rc < 0) {
+				_exit(4);
+			}
+		}
+	}
+}
+
+static void check_stamp(struct asyncpool_lease *l)
+{
+	uint64_t s;
+
+	memcpy(&s, asyncpool_span_ptr(l->span), sizeof(s));
+	s %= STAMPS;
+	if (atomic_fetch_or(&T->seen[s / 8], (uint8_t)(1u << (s % 8))) & (1u << (s % 8)))
+		atomic_fetch_add(&T->twice, 1);
+	atomic_fetch_add(&T->received, 1);
+}
+
+static void receiver(int fd)
+{
+	struct asyncpool_shared *sp;
+	struct asyncpool_channel *ch;
+	struct asyncpool *pool;
+	unsigned seed = (unsigned)getpid();
+
+	if (asyncpool_shared_open_fd(fd, &sp))
+		_exit(2);
+	pool = asyncpool_shared_pool(sp);
+	if (asyncpool_channel_open(pool, 0, ASYNCPOOL_CHANNEL_RECV, &ch))
+		_exit(3);
+	for (;;) {
+		struct asyncpool_lease l[8];
+		int n;
+
+		if (rand_r(&seed) % 2) {
+			if (asyncpool_channel_recv_wait(ch, &l[0], 100000000) != 0)
+				continue;
+			n = 1;
+		} else {
+			n = asyncpool_channel_recv_leases(ch, l, 8);
+			if (n < 0) {
+				sched_yield();
+				continue;
+			}
+		}
+		for (int j = 0; j < n; j++) {
+			check_stamp(&l[j]);
+			asyncpool_lease_release(&l[j]);
+		}
+	}
+}
+
+static pid_t spawn(int fd, void (*fn)(int))
+{
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork_or_bail();
+	if (pid == 0)
+		fn(fd);
+	return pid;
+}
+
+/* Kill pid; true if it died by that SIGKILL (not before, of itself). */
+static bool kill_it(pid_t pid)
+{
+	int status;
+
+	kill(pid, SIGKILL);
+	return waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) &&
+	       WTERMSIG(status) == SIGKILL;
+}
+
+/* Free or queued: what a reclaim cannot give back is lost. */
+static uint32_t accounted(struct asyncpool *pool)
+{
+	struct asyncpool_channel_stats st;
+
+	memset(&st, 0, sizeof(st));
+	st.size = sizeof(st);
+	if (asyncpool_channel_stats(pool, 0, &st))
+		bail_out("channel_stats");
+	return (uint32_t)asyncpool_available(pool) + st.depth;
+}
+
+/* Every buffer back within a quarantine + 1 s; the time it took. */
+static uint64_t recover(struct asyncpool *pool)
+{
+	struct asyncpool_channel *ch;
+	uint64_t t0 = now_ns(), took, t[CAP];
+	int n;
+
+	while (accounted(pool) != N && now_ns() - t0 < (QUARANTINE_MS + 1000) * 1000000ull) {
+		(void)asyncpool_reclaim(pool);
+		if (accounted(pool) != N)
+			usleep(1000);
+	}
+	took = now_ns() - t0;
+	/* What was queued while no receiver had the end: ours to receive. */
+	if (asyncpool_channel_open(pool, 0, ASYNCPOOL_CHANNEL_RECV, &ch))
+		bail_out("the test's receive end");
+	while ((n = asyncpool_channel_recv_tokens(ch, t, CAP)) > 0)
+		if (asyncpool_release_tokens(pool, t, (uint32_t)n))
+			bail_out("release_tokens");
+	asyncpool_channel_close(ch);
+	return took;
+}
+
+static void random_pause(unsigned *seed)
+{
+	struct timespec ts = { 0, (long)(rand_r(seed) % 8000) * 1000 };
+
+	nanosleep(&ts, NULL);
+}
+
+int main(void)
+{
+	long kills = stress_iterations(200000) / 2000;
+	struct asyncpool_shared_options o;
+	struct asyncpool_shared *sp;
+	struct asyncpool *pool;
+	unsigned seed = (unsigned)time(NULL);
+	uint64_t worst_ns = 0;
+	long done = 0, checks = 0, bad_checks = 0, bad_exits = 0;
+	pid_t s, r;
+	int fd;
+
+	if (kills < 20)
+		kills = 20;
+	plan(6);
+	diag("seed %u, %ld kills", seed, kills);
+	T = mmap(NULL, sizeof(*T), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (T == MAP_FAILED)
+		bail_out("mmap");
+	shared_options(&o, BS, N);
+	o.channels = 1;
+	o.channel_capacity = CAP;
+	if (asyncpool_shared_create(&o, &sp))
+		bail_out("shared_create");
+	pool = asyncpool_shared_pool(sp);
+	fd = asyncpool_shared_fd(sp);
+	if (asyncpool_set_quarantine(pool, QUARANTINE_MS))
+		bail_out("set_quarantine");
+	tap_watchdog(tap_watchdog_bound(600) + (unsigned)(kills / 10));
+	s = spawn(fd, sender);
+	r = spawn(fd, receiver);
+	while (done < kills) {
+		random_pause(&seed);
+		if ((done + 1) % KILLS_PER_CHECK) {
+			/* One end dies; a new process takes its end. */
+			if (rand_r(&seed) % 2) {
+				bad_exits += !kill_it(s);
+				s = spawn(fd, sender);
+			} else {
+				bad_exits += !kill_it(r);
+				r = spawn(fd, receiver);
+			}
+			done++;
+			continue;
+		}
+		/* Both die, one after the other: every buffer comes back. */
+		if (rand_r(&seed) % 2) {
+			bad_exits += !kill_it(s);
+			random_pause(&seed);
+			bad_exits += !kill_it(r);
+		} else {
+			bad_exits += !kill_it(r);
+			random_pause(&seed);
+			bad_exits += !kill_it(s);
+		}
+		done += 2;
+		{
+			uint64_t took = recover(pool);
+
+			if (took > worst_ns)
+				worst_ns = took;
+			checks++;
+			if (asyncpool_available(pool) != N || asyncpool_check(pool) != 0 ||
+			    layout_not_free(sp, N) != 0) {
+				bad_checks++;
+				diag("check %ld: available %zu, check %d, %d words not free", checks,
+				     asyncpool_available(pool), asyncpool_check(pool),
+				     layout_not_free(sp, N));
+			}
+		}
+		s = spawn(fd, sender);
+		r = spawn(fd, receiver);
+	}
+	bad_exits += !kill_it(s);
+	bad_exits += !kill_it(r);
+	(void)recover(pool);
+	diag("%ld kills, %ld checks, %lu buffers received, the slowest return %.1f ms "
+	     "(quarantine %u ms)", done, checks, (unsigned long)atomic_load(&T->received),
+	     worst_ns / 1e6, QUARANTINE_MS);
+	is_int(bad_exits, 0, "every process died by its SIGKILL (none exited of itself)");
+	is_int(bad_checks, 0, "after each of the %ld double kills, every buffer back within "
+	       "a quarantine + 1 s, check clean, every word FREE", checks);
+	is_int((long)atomic_load(&T->twice), 0, "no stamp received twice");
+	ok(atomic_load(&T->received) > 0, "buffers went through (%lu)",
+	   (unsigned long)atomic_load(&T->received));
+	is_int(asyncpool_available(pool), N, "at the end, every buffer back");
+	is_int(asyncpool_check(pool), 0, "at the end, check clean");
+	asyncpool_shared_close(sp);
+	munmap(T, sizeof(*T));
+	return done_testing();
+}
