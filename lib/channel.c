@@ -34,6 +34,7 @@
  * the reclaim freed it: two drainers of one ring would race on its head.
  */
 #include "pool_internal.h"
+#include "pool_pop.h"
 #include "pool_wait.h"
 #include "attach_rec.h"
 #include "channel_ring.h"
