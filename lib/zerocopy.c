@@ -29,6 +29,7 @@
 #include <linux/errqueue.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -57,8 +58,73 @@
 #define ZC_OPTS_V1  sizeof(struct asyncpool_zc_options)
 #define ZC_STATS_V1 sizeof(struct asyncpool_zc_stats)
 
+/*
+ * One backend object per socket (issue 36).  Each follows the kernel's
+ * per-socket counter of MSG_ZEROCOPY sends from 0 and reads the
+ * socket's error queue: a second one, in this process, in a child of
+ * fork(2) or in a process the descriptor was sent to, would number its
+ * sends wrong and take the other's completions, releasing leases the
+ * kernel still reads.  The mark is the socket's own SO_ZEROCOPY, which
+ * the kernel keeps with the socket whoever holds a descriptor of it: a
+ * socket that has it has a backend already (or someone else's
+ * MSG_ZEROCOPY sends, as unknown to our count): -EBUSY.  The look and
+ * the set are one step: a mutex between the threads of this process, a
+ * POSIX record lock on a byte of the socket between processes (the
+ * record locks of one process never conflict with each other; those of
+ * two do, and a child does not inherit its parent's).
+ */
+static pthread_mutex_t zc_claim_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+static int zc_record_lock(int fd, short type)
+{
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = AP_ZC_CLAIM_BYTE,
+			    .l_len = 1 };
+
+	return fcntl(fd, F_SETLK, &fl) ? -errno : 0;
+}
+
+/* Set SO_ZEROCOPY on fd, unless it has it: 0, -EBUSY or -EOPNOTSUPP. */
+static int zc_claim(int fd)
+{
+	int on = 0, one = 1, rc, locked;
+	socklen_t len = sizeof(on);
+
+	pthread_mutex_lock(&zc_claim_mutex);
+	/* Another process between its look and its set: it wins.  (A
+	 * socket without record locks: the mutex alone.) */
+	locked = zc_record_lock(fd, F_WRLCK);
+	if (locked == -EAGAIN || locked == -EACCES) {
+		rc = -EBUSY;
+		goto out;
+	}
+	if (!getsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &on, &len) && on) {
+		rc = -EBUSY;
+	} else if (setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one))) {
+		rc = -errno;
+		/* ENOPROTOOPT: before 4.14; EOPNOTSUPP: not TCP, or UDP before 5.0. */
+		if (rc == -ENOPROTOOPT || rc == -AP_KERNEL_ENOTSUPP || rc == -EOPNOTSUPP)
+			rc = -EOPNOTSUPP;
+		/* else EBUSY: 4.14 takes it only before connect() */
+	} else {
+		rc = 0;
+	}
+	if (!locked)
+		(void)zc_record_lock(fd, F_UNLCK);
+out:
+	pthread_mutex_unlock(&zc_claim_mutex);
+	return rc;
+}
+
+/* In a child of fork(2), the object is a copy of its parent's, on the
+ * same socket: it sends nothing, reads no completion, releases nothing. */
+static bool zc_forked(const struct asyncpool_zc *zs)
+{
+	return zs->pid != getpid();
+}
+
 #ifdef ASYNCPOOL_TEST_HOOKS
 ssize_t (*ap_zc_test_sendmsg)(int fd, const struct msghdr *msg, int flags);
+ssize_t (*ap_zc_test_recvmsg)(int fd, struct msghdr *msg, int flags);
 
 static ssize_t zc_sendmsg(int fd, const struct msghdr *msg, int flags)
 {
@@ -66,8 +132,16 @@ static ssize_t zc_sendmsg(int fd, const struct msghdr *msg, int flags)
 		return ap_zc_test_sendmsg(fd, msg, flags);
 	return sendmsg(fd, msg, flags);
 }
+
+static ssize_t zc_recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	if (ap_zc_test_recvmsg)
+		return ap_zc_test_recvmsg(fd, msg, flags);
+	return recvmsg(fd, msg, flags);
+}
 #else
 #define zc_sendmsg sendmsg
+#define zc_recvmsg recvmsg
 #endif
 
 AP_EXPORT int asyncpool_zc_open(int fd, const struct asyncpool_zc_options *opts,
@@ -75,7 +149,7 @@ AP_EXPORT int asyncpool_zc_open(int fd, const struct asyncpool_zc_options *opts,
 {
 	struct asyncpool_zc_options o;
 	struct asyncpool_zc *zs;
-	int type, domain, one = 1, rc;
+	int type, domain, rc;
 	socklen_t len = sizeof(type);
 
 	if (out)
@@ -122,14 +196,8 @@ AP_EXPORT int asyncpool_zc_open(int fd, const struct asyncpool_zc_options *opts,
 	zs->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 	rc = zs->fd < 0 ? -errno : !zs->ring || !zs->recs ? -ENOMEM : 0;
 	/* Last, so that a failure before leaves the socket as it was. */
-	if (!rc && !(o.flags & ASYNCPOOL_ZC_COPY) &&
-	    setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one))) {
-		rc = -errno;
-		/* ENOPROTOOPT: before 4.14; EOPNOTSUPP: not TCP, or UDP before 5.0. */
-		if (rc == -ENOPROTOOPT || rc == -AP_KERNEL_ENOTSUPP || rc == -EOPNOTSUPP)
-			rc = -EOPNOTSUPP;
-		/* else EBUSY: 4.14 takes it only before connect() */
-	}
+	if (!rc && !(o.flags & ASYNCPOOL_ZC_COPY))
+		rc = zc_claim(fd);
 	if (rc) {
 		if (zs->fd >= 0)
 			close(zs->fd);
@@ -141,6 +209,7 @@ AP_EXPORT int asyncpool_zc_open(int fd, const struct asyncpool_zc_options *opts,
 	for (uint32_t i = 0; i < zs->nrecs; i++)
 		zs->recs[i].next_free = i + 1 < zs->nrecs ? i + 1 : AP_ZC_NONE;
 	zs->free_rec = 0;
+	zs->pid = getpid();
 	zs->flags = o.flags;
 	zs->fallback_after = o.fallback_after ? o.fallback_after : ASYNCPOOL_ZC_FALLBACK_AFTER;
 	zs->zerocopy = !(o.flags & ASYNCPOOL_ZC_COPY);
@@ -320,6 +389,8 @@ AP_EXPORT int asyncpool_zc_reap(struct asyncpool_zc *zs)
 
 	if (!zs)
 		return -EINVAL;
+	if (zc_forked(zs))
+		return -EBUSY;
 	/*
 	 * A socket that never sends with MSG_ZEROCOPY has no completions,
 	 * and its error queue is the caller's.  It may not even have one:
@@ -341,7 +412,7 @@ AP_EXPORT int asyncpool_zc_reap(struct asyncpool_zc *zs)
 		memset(&msg, 0, sizeof(msg));
 		msg.msg_control = ctl.buf;
 		msg.msg_controllen = sizeof(ctl.buf);
-		if (recvmsg(zs->fd, &msg, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) {
+		if (zc_recvmsg(zs->fd, &msg, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) {
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -443,6 +514,8 @@ AP_EXPORT int asyncpool_zc_send(struct asyncpool_zc *zs, struct asyncpool_lease 
 	    length > lease->span.length - offset || (flags & ~ASYNCPOOL_ZC_KEEP) ||
 	    (msg_flags & (MSG_ZEROCOPY | MSG_ERRQUEUE)))
 		return -EINVAL;
+	if (zc_forked(zs))
+		return -EBUSY;
 	zc = zs->zerocopy;
 	r = rec_find(zs, lease);
 	if (r == AP_ZC_NONE) {
@@ -532,6 +605,8 @@ AP_EXPORT int asyncpool_zc_release(struct asyncpool_zc *zs, struct asyncpool_lea
 
 	if (!zs || !asyncpool_lease_held(lease))
 		return -EINVAL;
+	if (zc_forked(zs))
+		return -EBUSY;
 	r = rec_find(zs, lease);
 	if (r == AP_ZC_NONE) {
 		/* Nothing of it in flight: it goes back now. */
@@ -569,6 +644,8 @@ AP_EXPORT int asyncpool_zc_wait(struct asyncpool_zc *zs, int64_t timeout_ns)
 
 	if (!zs)
 		return -EINVAL;
+	if (zc_forked(zs))
+		return -EBUSY;
 	if (!zs->st.pending)
 		return 0;
 	end = zc_deadline(timeout_ns);
@@ -620,6 +697,8 @@ AP_EXPORT int asyncpool_zc_close(struct asyncpool_zc *zs, int64_t timeout_ns)
 
 	if (!zs)
 		return -EINVAL;
+	if (zc_forked(zs))
+		goto free;              /* the parent's sends, and its socket */
 	end = zc_deadline(timeout_ns);
 	asyncpool_zc_reap(zs);
 	while (zs->st.pending) {
@@ -634,7 +713,18 @@ AP_EXPORT int asyncpool_zc_close(struct asyncpool_zc *zs, int64_t timeout_ns)
 		if (rc < 0 && rc != -ETIMEDOUT)
 			return rc;
 	}
-	/* Every send complete: records left are leases the caller holds. */
+	/*
+	 * Every send complete: records left are leases the caller holds.
+	 * A socket whose counter we never moved is left as it was, free
+	 * for another backend; one we numbered sends on keeps SO_ZEROCOPY,
+	 * so that a new backend, which would count from 0, is refused.
+	 */
+	if (!(zs->flags & ASYNCPOOL_ZC_COPY) && !zs->st.sends && !zs->lost) {
+		int off = 0;
+
+		(void)setsockopt(zs->fd, SOL_SOCKET, SO_ZEROCOPY, &off, sizeof(off));
+	}
+free:
 	close(zs->fd);
 	free(zs->ring);
 	free(zs->recs);

@@ -13,6 +13,10 @@
 
 #include <asyncpool.h>
 
+/* The byte of a socket that asyncpool_zc_open() locks (a POSIX record
+ * lock) between its look at SO_ZEROCOPY and its set. */
+#define AP_ZC_CLAIM_BYTE ((off_t)1 << 30)
+
 /* A ring slot whose send was reported complete. */
 #define AP_ZC_DONE UINT32_MAX
 /* The end of the free list of records. */
@@ -32,6 +36,7 @@ struct ap_zc_rec {
 
 struct asyncpool_zc {
 	int      fd;            /* our own dup of the caller's socket */
+	pid_t    pid;           /* the process that opened it (zc_forked()) */
 	uint32_t flags;         /* ASYNCPOOL_ZC_COPY, _NO_FALLBACK */
 	uint32_t fallback_after;
 	bool     zerocopy;      /* sending with MSG_ZEROCOPY now */
@@ -59,6 +64,8 @@ int ap_zc_complete(struct asyncpool_zc *zs, uint32_t lo, uint32_t hi, bool copie
 #ifdef ASYNCPOOL_TEST_HOOKS
 /* When set, called instead of sendmsg(2): bytes sent or -1 with errno. */
 extern ssize_t (*ap_zc_test_sendmsg)(int fd, const struct msghdr *msg, int flags);
+/* When set, called instead of recvmsg(2) of the error queue. */
+extern ssize_t (*ap_zc_test_recvmsg)(int fd, struct msghdr *msg, int flags);
 #endif
 
 #endif

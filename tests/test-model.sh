@@ -28,7 +28,9 @@
 #      through the caches without stopping them, claims a cached one.
 #  tests/model/crash.pml     (also) -DATTACH: the reclaim of an open
 #      that has no attachment record, crashing at every step, loses no
-#      buffer; claiming with holder 0, or without a new generation, does.
+#      buffer; claiming with holder 0, or without a new generation, does;
+#      and a second reclaim that overlaps it (the reclaimer word taken
+#      over from a live claimant) links a buffer twice.
 #  tests/model/owner.pml     the ownership protocol of a local pool's
 #      caches (HACKING.md, "Ownership"): copies of one lease released by
 #      the owner in its window and by another thread through the
@@ -64,7 +66,7 @@ if ! command -v spin > /dev/null 2>&1; then
 fi
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..104"
+echo "1..106"
 t=0
 
 # verify NAME MODEL DEFINES: build pan in its own directory and run it.
@@ -222,7 +224,7 @@ fails lend-nobypass lend.pml -DNO_BYPASS "((where!=1)&&(where!=2))" \
 	"lend, caches looked through without bypass" "spin finds a buffer claimed out of a cache"
 opt=-O1
 
-# 49-54: the reclaim of an open that has no attachment record yet
+# 49-56: the reclaim of an open that has no attachment record yet
 # (issue 21): it may crash at every step; what it claimed is claimed for
 # the dead holder with the next generation, so the final reclaim gets
 # it back.  Claimed with holder 0 (the code before) a crash loses it;
@@ -234,9 +236,14 @@ fails crash-attach-holder0 crash.pml "-DPROCS=2 -DATTACH -DHOLDER0" "(cnt==3)" \
 	"crash, an open's reclaim claims with holder 0" "spin finds a buffer lost"
 fails crash-attach-samegen crash.pml "-DPROCS=2 -DATTACH -DSAMEGEN" " !(onlist\[claimed\[i\]\])" \
 	"crash, an open's reclaim keeps the generation" "spin finds a buffer linked twice"
+# A reclaim that takes the reclaimer word over from a live claimant (a
+# bound on how long a claim may stand still, issue 36 item 4) overlaps
+# that claimant's reclaim: both push what the first claimed.
+fails crash-attach-takeover crash.pml "-DPROCS=2 -DATTACH -DTAKEOVER" " !(onlist\[claimed\[i\]\])" \
+	"crash, a reclaim takes over from a live one" "spin finds a buffer linked twice"
 opt=-O1
 
-# 55-86: the ownership protocol (issue 22, tests/model/owner.pml).
+# 57-88: the ownership protocol (issue 22, tests/model/owner.pml).
 # pan.c of this model takes 30 s to compile with -O1 and its searches
 # are short: -O0 for all of them.
 opt=-O0

@@ -18,7 +18,17 @@
  *     clock (a test hook): the lease waits out the quarantine;
  *  7. an open that finds every attachment record taken reclaims before
  *     it has one; killed between its claims and its push
- *     (AP_TP_PUSH_LINKED), it loses nothing.
+ *     (AP_TP_PUSH_LINKED), it loses nothing;
+ *  8. a dead_since forged an hour ahead: the first reclaim rewrites it
+ *     to its clock, so the lease comes back one quarantine later, not
+ *     an hour;
+ *  9. a live peer's own name written in the reclaimer word: no reclaim
+ *     runs while it stands (asyncpool-shared(7): such a claim cannot be
+ *     bounded), the first after the peer let go gets the dead's
+ *     buffers;
+ * 10. a reclaimer word left by a handle that is gone, whose record a
+ *     live handle took again since: the new epoch tells them apart, and
+ *     the word is taken over.
  * Victims run in children: their exit status says they did not crash,
  * and alarm() bounds every call (a hang is a SIGALRM).
  */
@@ -33,6 +43,7 @@
 #include <sys/prctl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <asyncpool.h>
@@ -466,6 +477,117 @@ static void attach_reclaim_kill(void)
 		asyncpool_shared_close(h[--n]);
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* 8. A dead_since far in the future delays a reclaim by one quarantine at most. */
+static void forged_future_since(void)
+{
+	const uint32_t q_ms = 200;
+	struct asyncpool_lease l;
+	struct ap_attach *a = NULL;
+	uint64_t forged, seen, after;
+	uint32_t s;
+	int first, second;
+
+	is_int(asyncpool_acquire(pool, &l), 0, "future dead_since: a lease");
+	for (s = 0; s < AP_ATTACH_SLOTS; s++) {
+		a = layout_attach(sp, s);
+		if (s + 1 != pool->fl.me && AP_ATT_STATE(atomic_load(&a->life)) == AP_ATT_FREE)
+			break;
+	}
+	/* A dead holder of the lease, dead "an hour from now". */
+	forged = mono_ns() + 3600ull * 1000000000u;
+	atomic_store(&a->life, AP_ATT_MAKE(AP_ATT_DEAD, 1));
+	atomic_store(&a->dead_since, forged);
+	atomic_store(layout_state(sp, l.buffer_index), layout_word(AP_K_LEASED, s + 1, l.generation));
+	if (asyncpool_set_quarantine(pool, q_ms))
+		bail_out("set_quarantine");
+	first = asyncpool_reclaim(pool);
+	seen = atomic_load(&a->dead_since);
+	after = mono_ns();
+	is_int(first, 0, "future dead_since: the first reclaim waits out the quarantine");
+	ok(seen <= after, "future dead_since: rewritten to the reclaim's clock, not kept an hour ahead");
+	/* One quarantine later (or more: a slow machine only waits longer). */
+	while (mono_ns() - after < (uint64_t)q_ms * 1000000u + 1000000u)
+		usleep(10000);
+	second = asyncpool_reclaim(pool);
+	is_int(second, 1, "future dead_since: the lease back one quarantine later, not an hour");
+	l.release.fn = NULL;            /* it went back through the reclaim */
+	is_int(asyncpool_available(pool), N, "future dead_since: all %d free", N);
+	is_int(asyncpool_check(pool), 0, "future dead_since: consistent");
+	if (asyncpool_set_quarantine(pool, 0))
+		bail_out("set_quarantine");
+}
+
+/* 9. A live peer's claim of the reclaimer word stands as long as it lives. */
+static void live_reclaimer_claim(void)
+{
+	struct asyncpool_shared *peer;
+	struct asyncpool *pp;
+	size_t held;
+	int rc;
+
+	if (asyncpool_shared_open_fd(asyncpool_shared_fd(sp), &peer))
+		bail_out("open the peer");
+	pp = asyncpool_shared_pool(peer);
+	if (dying_holder() < 0)
+		bail_out("dying holder");
+	held = N - asyncpool_available(pool);
+	/* The peer's slot and epoch: a name of a write lock it holds. */
+	atomic_store(&pool->fl.ctr->reclaimer,
+		     (AP_ATT_EPOCH(atomic_load(&pp->fl.att->life)) << 8) | (pp->slot + 1));
+	rc = asyncpool_reclaim(pool);
+	is_int(rc, 0, "live claim: the reclaim returns 0 while the peer's claim stands");
+	is_int(asyncpool_available(pool), N - held, "live claim: the dead's %zu buffers stay held",
+	       held);
+	asyncpool_shared_close(peer);
+	rc = asyncpool_reclaim(pool);
+	ok(held > 0 && rc == (int)held,
+	   "live claim: once the peer let go, the reclaim gets the %zu buffers (%d)", held, rc);
+	is_int(asyncpool_available(pool), N, "live claim: all %d free", N);
+	is_int(asyncpool_check(pool), 0, "live claim: consistent");
+}
+
+/* 10. A word naming a record's old epoch does not name its new holder. */
+static void reclaimer_old_epoch(void)
+{
+	struct asyncpool_shared *h;
+	struct asyncpool *hp;
+	uint64_t name;
+	uint32_t slot;
+	size_t held;
+	int rc;
+
+	if (dying_holder() < 0)
+		bail_out("dying holder");
+	if (asyncpool_shared_open_fd(asyncpool_shared_fd(sp), &h))
+		bail_out("open");
+	hp = asyncpool_shared_pool(h);
+	slot = hp->slot;
+	name = (AP_ATT_EPOCH(atomic_load(&hp->fl.att->life)) << 8) | (slot + 1);
+	asyncpool_shared_close(h);
+	/* The same record, the lowest free one, taken again. */
+	if (asyncpool_shared_open_fd(asyncpool_shared_fd(sp), &h))
+		bail_out("open again");
+	hp = asyncpool_shared_pool(h);
+	is_int(hp->slot, slot, "old epoch: a new handle has the record again");
+	/* (an open reclaims too: what is left, its lease in quarantine) */
+	held = N - asyncpool_available(pool);
+	atomic_store(&pool->fl.ctr->reclaimer, name);
+	rc = asyncpool_reclaim(pool);
+	ok(held > 0 && rc == (int)held,
+	   "old epoch: the word of the record's last holder is taken over, the reclaim runs (%d of %zu)",
+	   rc, held);
+	is_int(asyncpool_available(pool), N, "old epoch: all %d free", N);
+	asyncpool_shared_close(h);
+}
+
 /* A FREE record, not ours, made DEAD with one step naming idx with word:
  * what a peer forges.  Returns it. */
 static struct ap_attach *forge_dead_step(uint32_t idx, uint64_t word)
@@ -561,7 +683,7 @@ int main(void)
 {
 	struct asyncpool_shared_options o;
 
-	plan(7 + 6 + 8 + 4 + 4 + 3 + 5 + 6 + 2 + 5);
+	plan(7 + 6 + 8 + 4 + 4 + 3 + 5 + 6 + 5 + 3 + 6 + 2 + 5);
 	shared_options(&o, BS, N);
 	if (asyncpool_shared_create(&o, &sp))
 		bail_out("shared_create");
@@ -575,6 +697,9 @@ int main(void)
 	borrowed_description();
 	quarantine_race();
 	attach_reclaim_kill();
+	forged_future_since();
+	live_reclaimer_claim();
+	reclaimer_old_epoch();
 	forged_leased_step();
 	forged_step_index();
 	cyclic_chain();

@@ -73,6 +73,10 @@ static void test_errors(void)
 	is_int(asyncpool_slab_create(&o, &s), -EINVAL, "create: buffer_size not a multiple of 64");
 	o = opts((SIZE_MAX / 2) & ~(size_t)63, 4, -1, 0);
 	is_int(asyncpool_slab_create(&o, &s), -EOVERFLOW, "create: size * count overflows");
+	/* (2^62 + 64) x 4 wraps to 256 bytes: a slab of 256 bytes would
+	 * claim 4 buffers of 4 EiB. */
+	o = opts(((size_t)1 << 62) + 64, 4, -1, 0);
+	is_int(asyncpool_slab_create(&o, &s), -EOVERFLOW, "create: size * count wraps to a small size");
 	o = opts(SIZE_MAX & ~(size_t)63, 1, -1, 0);
 	is_int(asyncpool_slab_create(&o, &s), -EOVERFLOW, "create: rounding to pages overflows");
 	o = opts(64, 1, -1, 1u << 20);
@@ -107,6 +111,10 @@ static void test_errors(void)
 	is_int(asyncpool_slab_wrap((void *)0x1000, 64, 0, NULL, NULL, &s), -EINVAL, "wrap: zero buffer_count");
 	is_int(asyncpool_slab_wrap((void *)0x1000, SIZE_MAX & ~(size_t)63, 2, NULL, NULL, &s),
 	       -EOVERFLOW, "wrap: size overflow");
+	is_int(asyncpool_slab_wrap((void *)0x1000, ((size_t)1 << 62) + 64, 4, NULL, NULL, &s),
+	       -EOVERFLOW, "wrap: size * count wraps to a small size");
+	is_int(asyncpool_slab_wrap((void *)(UINTPTR_MAX & ~(uintptr_t)63), 64, 2, NULL, NULL, &s),
+	       -EOVERFLOW, "wrap: an end past the top of the address space");
 	is_int(asyncpool_slab_wrap((void *)0x1000, 64, 1, NULL, NULL, NULL), -EINVAL, "wrap: NULL out");
 
 	ok(asyncpool_slab_base(NULL) == NULL && asyncpool_slab_buffer_size(NULL) == 0 &&

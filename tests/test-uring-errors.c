@@ -311,6 +311,19 @@ int main(void)
 		}
 		asyncpool_region_unref(w8);
 		is_int(asyncpool_proactor_destroy(p), -EBUSY, "destroy while recv leases are out: -EBUSY");
+		{
+			/* A copy of a lease released after the lease: its
+			 * buffer holds no lease, it is refused and counted. */
+			struct asyncpool_lease copy = got[0];
+			struct asyncpool_region_stats st = { .size = sizeof(st) };
+
+			asyncpool_lease_release(&got[0]);
+			asyncpool_lease_release(&copy);
+			asyncpool_region_stats(got[1].span.region, &st);
+			ok(st.bad_releases == 1 && st.leased == 2,
+			   "a copy released after its lease: refused, counted (%llu), 2 leased",
+			   (unsigned long long)st.bad_releases);
+		}
 		for (int k = 0; k < 3; k++) {
 			asyncpool_lease_release(&got[k]);
 			asyncpool_lease_release(&got[k]);

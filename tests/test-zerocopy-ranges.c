@@ -9,6 +9,9 @@
 #include "config.h"
 
 #include <errno.h>
+#include <time.h>
+#include <linux/errqueue.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -46,6 +49,63 @@ static ssize_t fake_sendmsg(int fd, const struct msghdr *msg, int flags)
 	return v;
 }
 
+/*
+ * The fake error queue: messages of up to two control messages each,
+ * as recvmsg(2) with MSG_ERRQUEUE gives them; then EAGAIN.
+ */
+struct fake_cmsg {
+	int level, type;                /* SOL_IP/IP_RECVERR, ...; type 0: none */
+	struct sock_extended_err ee;
+};
+static struct fake_cmsg queue[8][2];
+static unsigned nqueue, queued_at;
+
+static ssize_t fake_recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	struct cmsghdr *cm;
+	size_t used = 0;
+
+	(void)fd;
+	if (!(flags & MSG_ERRQUEUE) || queued_at >= nqueue) {
+		errno = EAGAIN;
+		return -1;
+	}
+	cm = CMSG_FIRSTHDR(msg);
+	for (int k = 0; k < 2 && cm; k++) {
+		struct fake_cmsg *f = &queue[queued_at][k];
+
+		if (!f->type)
+			break;
+		cm->cmsg_level = f->level;
+		cm->cmsg_type = f->type;
+		cm->cmsg_len = CMSG_LEN(sizeof(f->ee));
+		memcpy(CMSG_DATA(cm), &f->ee, sizeof(f->ee));
+		used += CMSG_SPACE(sizeof(f->ee));
+		cm = CMSG_NXTHDR(msg, cm);
+	}
+	msg->msg_controllen = used;
+	queued_at++;
+	return 0;
+}
+
+/* Queue a message: a control message of level/type, origin, errno, code, range. */
+static void enqueue(unsigned k, int level, int type, uint8_t origin, uint32_t err, uint8_t code,
+		    uint32_t lo, uint32_t hi)
+{
+	struct fake_cmsg *f = &queue[nqueue][k];
+
+	memset(f, 0, sizeof(*f));
+	f->level = level;
+	f->type = type;
+	f->ee.ee_origin = origin;
+	f->ee.ee_errno = err;
+	f->ee.ee_code = code;
+	f->ee.ee_info = lo;
+	f->ee.ee_data = hi;
+	if (k == 0)
+		memset(&queue[nqueue][1], 0, sizeof(queue[nqueue][1]));
+}
+
 static void answer(ssize_t v, int err)
 {
 	script[nscript] = v;
@@ -60,11 +120,21 @@ static struct asyncpool_zc_stats stats(struct asyncpool_zc *zs)
 	return st;
 }
 
-static struct asyncpool_zc *open_zc(int fd, uint32_t flags, uint32_t fallback_after)
+/* The sockets of open_zc(), closed at the end. */
+static int socks[16], nsocks;
+
+/* A backend on a socket of its own: one socket takes one backend, and
+ * the fake sends below count numbers the kernel never gave. */
+static struct asyncpool_zc *open_zc(uint32_t flags, uint32_t fallback_after)
 {
 	struct asyncpool_zc_options o;
 	struct asyncpool_zc *zs;
+	int fd;
 
+	if (nsocks + 2 > 16 || tcp_loopback_pair(&socks[nsocks], &socks[nsocks + 1]))
+		bail_out("tcp_loopback_pair");
+	fd = socks[nsocks];
+	nsocks += 2;
 	memset(&o, 0, sizeof(o));
 	o.size = sizeof(o);
 	o.flags = flags;
@@ -84,18 +154,15 @@ int main(void)
 	struct asyncpool_zc *zs;
 	struct asyncpool_lease a, b, c, l[NB];
 	struct asyncpool_zc_stats st;
-	int fa, fb;
 
 	alarm(60);
-	if (tcp_loopback_pair(&fa, &fb))
-		bail_out("tcp_loopback_pair");
 	if (asyncpool_proactor_create_memory(&p))
 		bail_out("proactor");
 	pool = make_pool(p, 4096, NB, 0);
 	ap_zc_test_sendmsg = fake_sendmsg;
 
 	/* Sequence numbers: whole sends, a short one, out-of-order ranges. */
-	zs = open_zc(fa, ASYNCPOOL_ZC_NO_FALLBACK, 0);
+	zs = open_zc(ASYNCPOOL_ZC_NO_FALLBACK, 0);
 	asyncpool_acquire(pool, &a);
 	asyncpool_acquire(pool, &b);
 	asyncpool_acquire(pool, &c);
@@ -216,7 +283,7 @@ int main(void)
 	is_int(asyncpool_zc_close(zs, 0), 0, "close");
 
 	/* The fallback: fallback_after copied completions in a row. */
-	zs = open_zc(fa, 0, 4);
+	zs = open_zc(0, 4);
 	for (int i = 0; i < 8; i++) {
 		asyncpool_acquire(pool, &l[i]);
 		asyncpool_zc_send(zs, &l[i], 0, 4096, 0, 0);
@@ -238,7 +305,7 @@ int main(void)
 	is_int(asyncpool_zc_close(zs, 0), 0, "close");
 
 	/* ASYNCPOOL_ZC_NO_FALLBACK keeps zero-copy. */
-	zs = open_zc(fa, ASYNCPOOL_ZC_NO_FALLBACK, 1);
+	zs = open_zc(ASYNCPOOL_ZC_NO_FALLBACK, 1);
 	asyncpool_acquire(pool, &a);
 	asyncpool_zc_send(zs, &a, 0, 4096, 0, 0);
 	ap_zc_complete(zs, 0, 0, true);
@@ -250,7 +317,7 @@ int main(void)
 	 * EPERM (a netfilter drop) may have been numbered; the socket copies
 	 * from then on, and a range may name that number past ours.
 	 */
-	zs = open_zc(fa, ASYNCPOOL_ZC_NO_FALLBACK, 0);
+	zs = open_zc(ASYNCPOOL_ZC_NO_FALLBACK, 0);
 	zs->dgram = true;
 	asyncpool_acquire(pool, &a);
 	asyncpool_acquire(pool, &b);
@@ -267,11 +334,58 @@ int main(void)
 	is_int(asyncpool_zc_send(zs, &b, 0, 4096, 0, 0), 4096, "dgram: B sent again");
 	ok(!(last_flags & MSG_ZEROCOPY) && asyncpool_available(pool) == NB - 1,
 	   "dgram: by copying, B back at once");
+	/*
+	 * A range must start at a number our sends took, [tail, head): the
+	 * lost datagram's own notification, [head, head], starts past them.
+	 * Counted and left alone (taken, it would walk from head round the
+	 * u32 counter to head - 1).
+	 */
+	st = stats(zs);
+	is_int(ap_zc_complete(zs, 1, 1, false), 0,
+	       "dgram: [1,1], the lost number alone, starting at head: refused");
+	ok(stats(zs).bad_ranges == st.bad_ranges + 1 && stats(zs).pending == 1 &&
+	   stats(zs).completions == 0, "dgram: counted as bad, A still pending");
 	is_int(ap_zc_complete(zs, 0, 2, false), 0, "dgram: [0,2], two past ours: refused");
 	is_int(ap_zc_complete(zs, 0, 1, false), 1, "dgram: [0,1], seq 1 the lost one: A back");
 	st = stats(zs);
-	ok(st.bad_ranges == 2 && st.pending == 0 && st.completions == 1 && st.failed == 2,
-	   "dgram: 2 bad ranges, 1 completion, 2 failed");
+	ok(st.bad_ranges == 3 && st.pending == 0 && st.completions == 1 && st.failed == 2,
+	   "dgram: 3 bad ranges, 1 completion, 2 failed");
+	is_int(asyncpool_zc_close(zs, 0), 0, "close");
+
+	/*
+	 * The error queue as asyncpool_zc_reap() reads it: a completion
+	 * per message, on IP_RECVERR or IPV6_RECVERR (an AF_INET6 socket,
+	 * v4-mapped peers too), with SO_EE_CODE_ZEROCOPY_COPIED or not,
+	 * beside another control message; messages of another origin, or
+	 * with an errno, are no completion ("other").
+	 */
+	zs = open_zc(ASYNCPOOL_ZC_NO_FALLBACK, 0);
+	for (int i = 0; i < 4; i++) {
+		asyncpool_acquire(pool, &l[i]);
+		asyncpool_zc_send(zs, &l[i], 0, 4096, 0, 0);
+	}
+	ap_zc_test_recvmsg = fake_recvmsg;
+	nqueue = queued_at = 0;
+	enqueue(0, SOL_IP, IP_RECVERR, SO_EE_ORIGIN_ZEROCOPY, 0, SO_EE_CODE_ZEROCOPY_COPIED, 0, 1);
+	nqueue++;
+	enqueue(0, SOL_IPV6, IPV6_RECVERR, SO_EE_ORIGIN_ZEROCOPY, 0, 0, 2, 2);
+	nqueue++;
+	enqueue(0, SOL_IP, IP_RECVERR, SO_EE_ORIGIN_ICMP, ECONNREFUSED, 3, 0, 0);
+	nqueue++;
+	enqueue(0, SOL_IP, IP_RECVERR, SO_EE_ORIGIN_LOCAL, 0, 0, 3, 3);
+	nqueue++;
+	enqueue(0, SOL_SOCKET, SO_TIMESTAMP, 0, 0, 0, 0, 0);
+	enqueue(1, SOL_IP, IP_RECVERR, SO_EE_ORIGIN_ZEROCOPY, 0, 0, 3, 3);
+	nqueue++;
+	is_int(asyncpool_zc_reap(zs), 4, "error queue: 4 leases back from 3 completions");
+	st = stats(zs);
+	ok(st.completions == 4 && st.copied == 2 && st.notifications == 3 && st.other == 2 &&
+	   st.pending == 0, "error queue: 4 completed, 2 copied (the range with the code), "
+	   "3 ranges, 2 other (%llu %llu %llu %llu)", (unsigned long long)st.completions,
+	   (unsigned long long)st.copied, (unsigned long long)st.notifications,
+	   (unsigned long long)st.other);
+	is_int(queued_at, nqueue, "error queue: every message read");
+	ap_zc_test_recvmsg = NULL;
 	is_int(asyncpool_zc_close(zs, 0), 0, "close");
 
 	ap_zc_test_sendmsg = NULL;
@@ -279,7 +393,7 @@ int main(void)
 	is_int(asyncpool_check(pool), 0, "and consistent");
 	asyncpool_destroy(pool);
 	asyncpool_proactor_destroy(p);
-	close(fa);
-	close(fb);
+	while (nsocks > 0)
+		close(socks[--nsocks]);
 	return done_testing();
 }

@@ -57,6 +57,13 @@
  *                of a dead pusher, off the list because a live popper
  *                took it, does not change, and the popper's take and
  *                the claim both succeed.
+ *   -DTAKEOVER   the final reclaim does not wait for the opener's to end
+ *                (the reclaimer word taken over from a live claimant that
+ *                has not moved for a while, as a bound on a forged claim
+ *                would): what the opener claimed for the dead, not yet
+ *                pushed, the reclaim claims again and pushes, and so does
+ *                the opener.  Reclaims must not overlap: a live claim
+ *                cannot be bounded (asyncpool-shared(7), the reclaimer).
  */
 #define N      3
 #define END    7
@@ -335,7 +342,13 @@ proctype Reclaimer() {
 	byte claimed[N];
 #ifdef ATTACH
 	/* The opener reclaims concurrently; this one after it crashed or ended. */
+#ifdef TAKEOVER
+	/* Or while it is still reclaiming: the reclaimer word taken over
+	 * from a claim that is alive but has not moved (issue 36, item 4). */
+	(finished == 3);
+#else
 	(finished == 3 && odone);
+#endif
 #else
 	(dead[1] || dead[2] || (PROCS == 3 && dead[3]) || finished == 3);
 	reclaim();

@@ -10,12 +10,24 @@
 #   applies it, rebuilds only the library, its test-hook build and the
 #   catching tests (make reuses every object file the change does not
 #   touch), runs the catching tests one by one, then reverts the file.
-# A mutant is caught when a catching test fails: a "not ok", a
-# "Bail out!" (its watchdog, tests/tap.h) or a non-zero exit.  A test
-# killed by the outer time limit is NOT caught: a hang that only that
-# limit ends would hang make check.  The script prints one TAP line per
-# mutant, then "N passed, N failed" (caught, survived or stale), and
-# exits 1 if any mutant survived, was stale or did not build.
+# A mutant is caught when a catching test fails: a "not ok" that is not
+# a TODO (an expected failure is no failure), a "Bail out!" (its
+# watchdog, tests/tap.h) or a non-zero exit.  A test killed by the outer
+# time limit is NOT caught: a hang that only that limit ends would hang
+# make check.  A catch proves something only if the test passes without
+# the mutant, and names a test that exists, so, once per run, before
+# any mutant:
+#   every test a mutant names must exist (a script tests/NAME.sh, or a
+#   program make knows how to build): a mutant that names a missing
+#   one is an error, never a catch;
+#   the baseline: every named test is run on the unmutated scratch
+#   tree, and must pass; one that fails (or hangs) there fails the run
+#   ("Bail out!"), as it could catch nothing.
+# The script prints one TAP line per mutant, then "N passed, N failed"
+# (caught; survived, stale, naming a missing test, or not building),
+# and exits 1 if any mutant failed.
+# tests/test-mutants-runner.sh runs it on a fake tree to show that these
+# rules hold.
 #
 # Usage: run.sh [NAME...]        (default: every mutant)
 # Environment:
@@ -25,7 +37,8 @@
 #   ASYNCPOOL_TEST_WATCHDOG      the tests' watchdog, seconds (default 60)
 #   ASYNCPOOL_MUTANT_TIMEOUT     the outer limit per test, seconds (default
 #                                twice the watchdog)
-#   ASYNCPOOL_MUTANTS_JOBS       make -j (default 2)
+#   ASYNCPOOL_MUTANTS_JOBS       make -j, and the baseline's tests run at
+#                                once (default 2)
 set -u
 LC_ALL=C
 # The whole script is one compound command, parsed before it runs: an
@@ -60,10 +73,23 @@ for o in "$scratch"/lib/*.mutant-orig; do
 	echo "lib/$(basename "$o" .mutant-orig)" >> "$scratch/.mutant-dirty"
 	rm -f "$o"
 done
-git -C "$srcdir" ls-files -co --exclude-standard -z |
-	(cd "$srcdir" && tar --null -T - -c) | tar -x -C "$scratch" ||
+git -C "$srcdir" ls-files -co --exclude-standard -z > "$scratch/.mutant-files" ||
+	die "cannot list the tree"
+# What the scratch tree is built from: a checksum per file.  A file whose
+# text differs from what the last build saw may still be older than its
+# objects (edited during a run, whose reverts touched the copy since):
+# make it newer, so that make rebuilds it.  No record: everything.
+(cd "$srcdir" && xargs -0 cksum < "$scratch/.mutant-files") > "$scratch/.mutant-sums.new" ||
+	die "cannot read the tree"
+(cd "$srcdir" && tar --null -T "$scratch/.mutant-files" -c) | tar -x -C "$scratch" ||
 	die "cannot copy the tree to $scratch"
 cd "$scratch" || die "cd $scratch"
+if [ -f .mutant-sums ]; then
+	awk 'NR == FNR { built[$0] = 1; next } !($0 in built) { print $3 }' \
+		.mutant-sums .mutant-sums.new
+else
+	awk '{ print $3 }' .mutant-sums.new
+fi | xargs -r touch
 mdir=$scratch/tests/mutants
 # Files a run reverted but did not rebuild (it was interrupted): the copy
 # above gave them their old times back, so make them newer than their
@@ -81,6 +107,7 @@ echo "# building the scratch tree"
 make -j"$jobs" > mutants-build.log 2>&1 &&
 	make -j"$jobs" check TESTS= >> mutants-build.log 2>&1 ||
 	die "the unmutated tree does not build: $scratch/mutants-build.log"
+mv -f .mutant-sums.new .mutant-sums
 
 # The mutants to run, read from the copy (edits to them during a run
 # do not change it).
@@ -111,20 +138,41 @@ text() {
 		sect == want { print }' "$2"
 }
 
+# reports_failure LOG: whether the TAP of LOG reports a failure: a
+# "Bail out!", or a "not ok" without a TODO directive ("not ok 3 - x #
+# TODO why" is an expected failure: it proves nothing).
+reports_failure() {
+	grep -q '^Bail out!' "$1" && return 0
+	grep '^not ok' "$1" | grep -qviE '#[[:space:]]*todo([^[:alnum:]]|$)'
+}
+
+# missing_test T: whether T names no test of the tree: a script that is
+# not there, or a program that make has no rule for.
+missing_test() {
+	case $1 in
+	*.sh) [ ! -f "$1" ] ;;
+	*) ! make -n "$1" > /dev/null 2>&1 ;;
+	esac
+}
+
 # run_test T LOG: 0 if test T failed (caught), 1 if it passed, 2 if only
-# the outer limit stopped it.  A test that has reported a failure ("not
-# ok" or "Bail out!") is stopped there: the rest of its run cannot undo
-# it, and a mutant often turns the rest into a long spin.
+# the outer limit stopped it.  A test that has reported a failure is
+# stopped there: the rest of its run cannot undo it, and a mutant often
+# turns the rest into a long spin.  Its shm objects are named with the
+# prefix of this run and T, and removed after it.
 run_test() {
-	local t=$1 log=$2 rc pid reported=
+	local t=$1 log=$2 rc pid reported= prefix
+	prefix="$ASYNCPOOL_TEST_SHM_PREFIX$(basename "$t")-"
 	# its own session, so that its children go with it
 	case $t in
-	*.sh) (exec setsid timeout -k 5 "$limit" "${BASH:-bash}" "$t") > "$log" 2>&1 & ;;
-	*) (exec setsid timeout -k 5 "$limit" "./$t") > "$log" 2>&1 & ;;
+	*.sh) (ASYNCPOOL_TEST_SHM_PREFIX=$prefix \
+	       exec setsid timeout -k 5 "$limit" "${BASH:-bash}" "$t") > "$log" 2>&1 & ;;
+	*) (ASYNCPOOL_TEST_SHM_PREFIX=$prefix \
+	    exec setsid timeout -k 5 "$limit" "./$t") > "$log" 2>&1 & ;;
 	esac
 	pid=$!
 	while kill -0 "$pid" 2> /dev/null; do
-		if grep -qE '^(not ok|Bail out!)' "$log"; then
+		if reports_failure "$log"; then
 			reported=1
 			kill -TERM -- "-$pid" 2> /dev/null
 			break
@@ -133,12 +181,12 @@ run_test() {
 	done
 	wait "$pid" 2> /dev/null       # (not "Segmentation fault" here: rc says it)
 	rc=$?
-	rm -f /dev/shm/"$ASYNCPOOL_TEST_SHM_PREFIX"* 2> /dev/null
+	rm -f /dev/shm/"$prefix"* 2> /dev/null
 	[ -n "$reported" ] && return 0
 	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
 		return 2
 	fi
-	if [ $rc -ne 0 ] || grep -qE '^(not ok|Bail out!)' "$log"; then
+	if [ $rc -ne 0 ] || reports_failure "$log"; then
 		return 0
 	fi
 	return 1
@@ -153,8 +201,60 @@ cleanup() {
 }
 trap 'cleanup; exit 130' INT TERM HUP
 
+total_start=$(date +%s)
+# Every test named must exist; the tests of the mutants that name only
+# existing ones make the baseline.
+declare -A absent=()
+baseline=()
+for n in "${names[@]}"; do
+	[ -f "$mdir/$n.mutant" ] || continue
+	for t in $(field tests "$mdir/$n.mutant"); do
+		if missing_test "$t"; then
+			absent[$n]="${absent[$n]:-}${absent[$n]:+ }$t"
+		fi
+	done
+	[ -n "${absent[$n]:-}" ] && continue
+	for t in $(field tests "$mdir/$n.mutant"); do
+		case " ${baseline[*]} " in *" $t "*) ;; *) baseline+=("$t") ;; esac
+	done
+done
+
+# The baseline: each named test, unmutated, must pass.  $jobs at once.
+if [ ${#baseline[@]} -gt 0 ]; then
+	echo "# baseline: ${#baseline[@]} tests on the unmutated tree"
+	start=$(date +%s)
+	# shellcheck disable=SC2046
+	make -j"$jobs" $(for t in "${baseline[@]}"; do case $t in *.sh) ;; *) echo "$t" ;; esac; done) \
+		> mutants-baseline.build.log 2>&1 ||
+		die "baseline: the named tests do not build: $scratch/mutants-baseline.build.log"
+	rm -f mutants-baseline.*.verdict
+	running=0
+	for t in "${baseline[@]}"; do
+		if [ "$running" -ge "$jobs" ]; then
+			wait -n
+			running=$((running - 1))
+		fi
+		b=mutants-baseline.$(basename "$t")
+		( run_test "$t" "$b.log" 2> /dev/null; echo $? > "$b.verdict" ) &
+		running=$((running + 1))
+	done
+	wait
+	bad=0
+	for t in "${baseline[@]}"; do
+		b=mutants-baseline.$(basename "$t")
+		case $(cat "$b.verdict" 2> /dev/null) in
+		1) ;;
+		2) echo "# baseline: $t hangs without any mutant ($scratch/$b.log)"; bad=$((bad + 1)) ;;
+		*) echo "# baseline: $t fails without any mutant ($scratch/$b.log)"; bad=$((bad + 1)) ;;
+		esac
+	done
+	[ "$bad" -eq 0 ] ||
+		die "baseline: $bad of ${#baseline[@]} named tests fail on the unmutated tree: they cannot prove anything"
+	echo "# baseline: all ${#baseline[@]} pass ($(( $(date +%s) - start )) s)"
+fi
+
 echo "1..${#names[@]}"
-num=0 pass=0 fail=0 total_start=$(date +%s)
+num=0 pass=0 fail=0
 for n in "${names[@]}"; do
 	num=$((num + 1))
 	m=$mdir/$n.mutant
@@ -169,6 +269,10 @@ for n in "${names[@]}"; do
 	text replacement "$m" > .mutant-replacement
 	if [ -z "$file" ] || [ -z "$tests" ] || [ ! -s .mutant-original ]; then
 		echo "not ok $num - $n: malformed (file:, tests:, --- original, --- replacement)"
+		fail=$((fail + 1)); continue
+	fi
+	if [ -n "${absent[$n]:-}" ]; then
+		echo "not ok $num - $n: names tests that do not exist:${absent[$n]:+ }${absent[$n]}"
 		fail=$((fail + 1)); continue
 	fi
 	found=$(perl -0777 -e '
