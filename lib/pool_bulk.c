@@ -845,6 +845,7 @@ static __attribute__((noinline)) int acquire_tokens_rest(struct asyncpool *pool,
 
 AP_EXPORT int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens, unsigned int n)
 {
+	AP_TEST_EXPORTED_CALL();
 	uint32_t idx, gen;
 
 	/* One token, from the calling thread's cache: as asyncpool_acquire(),
@@ -902,6 +903,7 @@ static bool tokens_ok(const struct asyncpool *pool, const uint64_t *tokens, unsi
 AP_EXPORT int asyncpool_release_tokens(struct asyncpool *pool, const uint64_t *tokens,
 				       unsigned int n)
 {
+	AP_TEST_EXPORTED_CALL();
 	if (!pool || (!tokens && n) || n > pool->fl.count)
 		return -EINVAL;
 	/* Bad input changes nothing: every token is checked first. */

@@ -69,6 +69,7 @@ _Static_assert(sizeof(struct asyncpool_inline_cache) == 128 || sizeof(void *) !=
 #ifdef ASYNCPOOL_TEST_HOOKS
 /* A layout version to publish instead of ASYNCPOOL_INLINE_ABI (0: that one). */
 uint32_t ap_test_hook_inline_abi;
+_Atomic uint64_t ap_test_exported_calls;
 #endif
 
 /* The version of the inline layout the caches publish (inline.h). */
@@ -85,8 +86,9 @@ static uint32_t inline_abi(void)
  * Cache c of pool (the lock held, c->pool set): the pool's fields that
  * the inline paths read, and the version that lets them: only a pool
  * that lends (a local pool with membarrier(2)), whose owner's release
- * is a load and a store, and a cache with an owner id.  Every other
- * cache publishes 0, and the inline code calls the library.
+ * is a load and a store, and a cache with entries and an owner id.
+ * Every other cache (a shared pool's, a cache of no entries that only
+ * lends) publishes 0: the inline code calls the library at once.
  */
 static void cache_publish(struct ap_cache *c, struct asyncpool *pool)
 {
@@ -98,7 +100,7 @@ static void cache_publish(struct ap_cache *c, struct asyncpool *pool)
 	c->recycle = (ap_release_fn *)(void (*)(void))ap_cache_recycle;
 	c->region = pool->region;
 	c->buffer_size = pool->buffer_size;
-	__atomic_store_n(&c->abi, pool->fl.lazy && c->id ? inline_abi() : 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->abi, pool->fl.lazy && c->size && c->id ? inline_abi() : 0, __ATOMIC_RELAXED);
 }
 
 AP_EXPORT const struct asyncpool_inline_cache *asyncpool_inline_cache(void)
@@ -532,6 +534,7 @@ void ap_cache_recycle(void *ctx, uint64_t token)
  */
 AP_EXPORT void asyncpool_lease_release_gen(struct asyncpool_lease *lease)
 {
+	AP_TEST_EXPORTED_CALL();
 	ap_release_fn *fn = lease ? lease->release.fn : NULL;
 	uint32_t idx, gen;
 	void *ctx;

@@ -104,8 +104,10 @@ __asyncpool_cache_of(const struct asyncpool *pool)
 {
 	struct asyncpool_inline_cache *c = asyncpool_inline_tc;
 
-	/* A cache of no pool, or of a destroyed one, publishes no version. */
-	if (__asyncpool_likely(c->pool == pool && c->abi == ASYNCPOOL_INLINE_ABI_EXPECTED))
+	/* The version first: nothing else of the layout is read unless it
+	 * is this header's.  A cache of no pool, or of a destroyed one,
+	 * publishes no version. */
+	if (__asyncpool_likely(c->abi == ASYNCPOOL_INLINE_ABI_EXPECTED && c->pool == pool))
 		return c;
 	return NULL;
 }

@@ -96,9 +96,9 @@ static inline void asyncpool_lease_release(struct asyncpool_lease *lease)
 		 * owner's release, inline (inline.h). */
 		struct asyncpool_inline_cache *c = asyncpool_inline_tc;
 
-		if (__asyncpool_likely(lease->release.fn == c->recycle &&
+		if (__asyncpool_likely(c->abi == ASYNCPOOL_INLINE_ABI_EXPECTED &&
+				       lease->release.fn == c->recycle &&
 				       lease->release.ctx == (void *)c->pool &&
-				       c->abi == ASYNCPOOL_INLINE_ABI_EXPECTED &&
 				       __asyncpool_put(c, lease->buffer_index, lease->generation))) {
 			lease->release.fn = NULL;
 			return;
