@@ -110,6 +110,41 @@ static void rounds(struct asyncpool *pool, const char *what, int inline_expected
 	is_int(asyncpool_check(pool), 0, "%s: check", what);
 }
 
+/*
+ * The calling thread's cache of pool while another thread has it (its
+ * bypass set, as a flusher or a waiter sets it): the inline code stays
+ * out, every call is the library's (which uses the freelist), the
+ * cache's entries are not touched.
+ */
+static void window(struct asyncpool *pool, const char *what)
+{
+	struct asyncpool_inline_cache *c = (struct asyncpool_inline_cache *)asyncpool_inline_cache();
+	struct asyncpool_lease l;
+	uint64_t t, tb[2], before, bad = bad_releases(pool);
+	uint32_t n;
+	int wrong = 0;
+
+	if (c->pool != pool)
+		bail_out("%s: not the thread's cache of the pool", what);
+	n = c->n;
+	__atomic_store_n(&c->bypass, 1, __ATOMIC_SEQ_CST);
+	before = ap_test_exported_calls;
+	wrong += asyncpool_acquire_tokens(pool, &t, 1) != 0;
+	wrong += asyncpool_release_token(pool, t) != 0;
+	wrong += asyncpool_acquire(pool, &l) != 0;
+	asyncpool_lease_release(&l);
+	wrong += asyncpool_lease_held(&l);
+	wrong += asyncpool_acquire_tokens(pool, tb, 2) != 0;
+	wrong += asyncpool_release_tokens(pool, tb, 2) != 0;
+	is_int(c->n, n, "%s, the cache taken: its entries untouched", what);
+	is_int(ap_test_exported_calls - before, 6, "%s, the cache taken: every call exported", what);
+	__atomic_store_n(&c->bypass, 0, __ATOMIC_SEQ_CST);
+	is_int(wrong, 0, "%s, the cache taken: every acquire and release right", what);
+	is_int(c->busy, 0, "%s: the owner is not inside its cache", what);
+	is_int(bad_releases(pool) - bad, 0, "%s, the cache taken: no release refused", what);
+	is_int(asyncpool_check(pool), 0, "%s, the cache taken: check", what);
+}
+
 /* Pool has a cache of this thread that publishes no version: every call exported. */
 static void left_to_the_library(struct asyncpool *pool, const char *what)
 {
@@ -136,13 +171,14 @@ int main(void)
 	size_t size;
 	void *mem;
 
-	plan(2 * 12 + 3 + 2 * 4 + 1);
+	plan(2 * 12 + 6 + 3 + 2 * 4 + 1);
 	if (asyncpool_proactor_create_memory(&p))
 		bail_out("proactor");
 
 	pool = make_pool(p, 64, N, CACHE);
 	rounds(pool, BUILT_INLINE ? "this header's layout" :
 		     "a layout the library does not publish", BUILT_INLINE);
+	window(pool, BUILT_INLINE ? "this header's layout" : "a layout the library does not publish");
 	is_int(asyncpool_inline_cache()->abi, ASYNCPOOL_INLINE_ABI,
 	       "the library publishes layout version %u", ASYNCPOOL_INLINE_ABI);
 	asyncpool_destroy(pool);
