@@ -53,18 +53,44 @@ struct ap_outbox {
 	uint64_t tok[AP_OUTBOX_BATCH];
 };
 
+/*
+ * A thread's cache.  Its first 128 bytes are struct
+ * asyncpool_inline_cache (<asyncpool/inline.h>), field for field
+ * (pool_cache.c asserts it): the ABI that the inline fast paths of the
+ * public header read, whose version the cache publishes in abi when
+ * the inline code may use it (pool_cache.c, cache_publish()).  The
+ * pool's fields in it are copies, constant while the cache is the
+ * pool's.
+ */
 struct ap_cache {
 	/* Owner thread only, on every operation. */
-	struct asyncpool *pool;         /* NULL once the pool is destroyed */
+	uint32_t          abi;          /* ASYNCPOOL_INLINE_ABI, or 0: the exported paths */
 	uint32_t          n;            /* cached buffers (read by others: relaxed) */
+	struct asyncpool *pool;         /* NULL once the pool is destroyed */
 	uint32_t          size;
-	uint32_t          batch;
+	uint32_t          count;        /* pool->fl.count */
 	uint32_t          busy;         /* the owner is inside (above) */
 	uint32_t          bypass;       /* owners go to the freelist (above) */
-	uint32_t          pad;
+	uint32_t         *idx;          /* idx[j]: a buffer (slots[]) */
 	uint32_t         *gen;          /* gen[j]: the generation of idx[j]'s word */
-	int64_t           lent;         /* lent here less lent ones given back here */
+	uint64_t          owned;        /* ap_owned_word(id, 0) */
 	uint32_t          id;           /* owner id in the words (local pools that lend) */
+	uint32_t          reserved0;
+	ap_word          *state;        /* pool->fl.state */
+	_Atomic uint32_t *owner_of;     /* pool->owner_of */
+	_Atomic uint32_t *released;     /* pool->released */
+	void            (*recycle)(void *ctx, uint32_t buffer_index); /* its leases' */
+	struct asyncpool_region *region;
+	size_t            buffer_size;
+	uint64_t          reserved[2];
+	/* The library's alone from here. */
+	uint32_t          batch;
+	/*
+	 * Lent here less lent ones given back here, plus n: the lent count
+	 * derived (ap_cache_lent()), so that a lend and the owner's release,
+	 * which move a buffer between n and lent, store n alone.
+	 */
+	int64_t           held;
 	struct ap_inbox  *box;          /* this owner's inbox, or NULL */
 	/* Under ap_cache_lock (pool_bypass.c). */
 	struct ap_cache  *reg_next;     /* the pool's registry */
@@ -72,7 +98,7 @@ struct ap_cache {
 	struct ap_tcache *owner;        /* the owning thread's table */
 	/* Owner thread, inside (a flusher under the lock takes them). */
 	struct ap_outbox  outbox[AP_OUTBOXES];
-	uint32_t          idx[];        /* size entries, then gen's size */
+	uint32_t          slots[];      /* size entries (idx), then gen's size */
 };
 
 static inline uint32_t ap_cache_n(const struct ap_cache *c)
@@ -80,7 +106,23 @@ static inline uint32_t ap_cache_n(const struct ap_cache *c)
 	return __atomic_load_n(&c->n, __ATOMIC_RELAXED);
 }
 
+/*
+ * The cache holds n entries now, the buffers that came or went not lent
+ * ones (a refill, a flush, a batch taken): held follows n.
+ */
 static inline void ap_cache_set_n(struct ap_cache *c, uint32_t n)
+{
+	/* Only the owner (or a flusher with it stopped) writes them; the audit reads them. */
+	__atomic_store_n(&c->held, c->held + ((int64_t)n - (int64_t)c->n), __ATOMIC_RELAXED);
+	__atomic_store_n(&c->n, n, __ATOMIC_RELAXED);
+}
+
+/*
+ * The cache holds n entries now, the buffers that came or went lent
+ * ones: a lend (n less, as many more lent) or the owner's release of
+ * what it lent (the reverse).  held is unchanged: one store.
+ */
+static inline void ap_cache_set_n_lent(struct ap_cache *c, uint32_t n)
 {
 	__atomic_store_n(&c->n, n, __ATOMIC_RELAXED);
 }
@@ -102,11 +144,17 @@ static inline void ap_cache_leave(struct ap_cache *c)
 	__atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
 }
 
-/* Count d more buffers lent by cache c (entered), less given back to it. */
+/* Count d more buffers lent by cache c (entered), less given back to it, n unchanged. */
 static inline void ap_cache_add_lent(struct ap_cache *c, int64_t d)
 {
 	/* Only the owner writes it; the audit reads it. */
-	__atomic_store_n(&c->lent, c->lent + d, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->held, c->held + d, __ATOMIC_RELAXED);
+}
+
+/* What cache c lent and was not given back to it (an estimate unless c is stopped). */
+static inline int64_t ap_cache_lent(const struct ap_cache *c)
+{
+	return __atomic_load_n(&c->held, __ATOMIC_RELAXED) - (int64_t)ap_cache_n(c);
 }
 
 #endif /* ASYNCPOOL_CACHE_STATE_H */

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The library calls its own functions, never the header's inline paths. */
+#define ASYNCPOOL_NO_INLINE 1
 #include <asyncpool.h>
 
 #define AP_EXPORT __attribute__((visibility("default")))

@@ -289,6 +289,7 @@ static __attribute__((noinline)) int acquire_slow(struct asyncpool *pool,
 
 AP_EXPORT int asyncpool_acquire(struct asyncpool *pool, struct asyncpool_lease *out)
 {
+	AP_TEST_EXPORTED_CALL();
 	if (AP_UNLIKELY(!out))
 		return -EINVAL;
 	/* The calling thread's cache of pool first: no stack frame. */

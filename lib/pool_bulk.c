@@ -234,8 +234,7 @@ static void tokens_lend(struct ap_cache *c, uint64_t *tokens, unsigned int n)
 	 * a sign extension and an address computation per buffer. */
 	for (; j < n; j++)
 		tokens[j] = AP_TOKEN_MAKE(*--gen, *--idx);
-	ap_cache_add_lent(c, n);
-	ap_cache_set_n(c, cn - n);
+	ap_cache_set_n_lent(c, cn - n);         /* n lent: held unchanged */
 	ap_cache_leave(c);
 }
 
@@ -254,8 +253,7 @@ static void leases_lend(struct asyncpool *pool, struct ap_cache *c, struct async
 		ap_lease_init_gen(&l[j], region, (size_t)i * bs, bs, ap_cache_recycle, pool, i,
 				  *--gen);
 	}
-	ap_cache_add_lent(c, n);
-	ap_cache_set_n(c, cn - n);
+	ap_cache_set_n_lent(c, cn - n);         /* n lent: held unchanged */
 	ap_cache_leave(c);
 }
 
@@ -847,6 +845,7 @@ static __attribute__((noinline)) int acquire_tokens_rest(struct asyncpool *pool,
 
 AP_EXPORT int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens, unsigned int n)
 {
+	AP_TEST_EXPORTED_CALL();
 	uint32_t idx, gen;
 
 	/* One token, from the calling thread's cache: as asyncpool_acquire(),
@@ -904,6 +903,7 @@ static bool tokens_ok(const struct asyncpool *pool, const uint64_t *tokens, unsi
 AP_EXPORT int asyncpool_release_tokens(struct asyncpool *pool, const uint64_t *tokens,
 				       unsigned int n)
 {
+	AP_TEST_EXPORTED_CALL();
 	if (!pool || (!tokens && n) || n > pool->fl.count)
 		return -EINVAL;
 	/* Bad input changes nothing: every token is checked first. */

@@ -33,7 +33,80 @@
  * empty too (destroy and fork drain before they detach).
  */
 struct ap_cache ap_cache_none;
-__thread struct ap_cache *ap_tc_last __attribute__((tls_model("initial-exec"))) = &ap_cache_none;
+/* Of the public type, so that the ABI's dump shows struct asyncpool_inline_cache. */
+AP_EXPORT __thread struct asyncpool_inline_cache *asyncpool_inline_tc
+	__attribute__((tls_model("initial-exec"))) = (struct asyncpool_inline_cache *)&ap_cache_none;
+
+/* The leading fields of struct ap_cache are the inline ABI's, field for field. */
+#define AP_SAME_FIELD(f)                                                                    \
+	_Static_assert(offsetof(struct ap_cache, f) == offsetof(struct asyncpool_inline_cache, f) && \
+		       sizeof(((struct ap_cache *)0)->f) ==                                  \
+			       sizeof(((struct asyncpool_inline_cache *)0)->f),              \
+		       "struct ap_cache and struct asyncpool_inline_cache differ in " #f)
+AP_SAME_FIELD(abi);
+AP_SAME_FIELD(n);
+AP_SAME_FIELD(pool);
+AP_SAME_FIELD(size);
+AP_SAME_FIELD(count);
+AP_SAME_FIELD(busy);
+AP_SAME_FIELD(bypass);
+AP_SAME_FIELD(idx);
+AP_SAME_FIELD(gen);
+AP_SAME_FIELD(owned);
+AP_SAME_FIELD(id);
+AP_SAME_FIELD(state);
+AP_SAME_FIELD(owner_of);
+AP_SAME_FIELD(released);
+AP_SAME_FIELD(recycle);
+AP_SAME_FIELD(region);
+AP_SAME_FIELD(buffer_size);
+AP_SAME_FIELD(reserved);
+_Static_assert(offsetof(struct ap_cache, batch) == sizeof(struct asyncpool_inline_cache),
+	       "the library's fields of struct ap_cache follow the inline ABI's");
+_Static_assert(sizeof(struct asyncpool_inline_cache) == 128 || sizeof(void *) != 8,
+	       "layout version 1 is 128 bytes on 64-bit targets");
+
+#ifdef ASYNCPOOL_TEST_HOOKS
+/* A layout version to publish instead of ASYNCPOOL_INLINE_ABI (0: that one). */
+uint32_t ap_test_hook_inline_abi;
+_Atomic uint64_t ap_test_exported_calls;
+#endif
+
+/* The version of the inline layout the caches publish (inline.h). */
+static uint32_t inline_abi(void)
+{
+#ifdef ASYNCPOOL_TEST_HOOKS
+	if (ap_test_hook_inline_abi)
+		return ap_test_hook_inline_abi;
+#endif
+	return ASYNCPOOL_INLINE_ABI;
+}
+
+/*
+ * Cache c of pool (the lock held, c->pool set): the pool's fields that
+ * the inline paths read, and the version that lets them: only a pool
+ * that lends (a local pool with membarrier(2)), whose owner's release
+ * is a load and a store, and a cache with entries and an owner id.
+ * Every other cache (a shared pool's, a cache of no entries that only
+ * lends) publishes 0: the inline code calls the library at once.
+ */
+static void cache_publish(struct ap_cache *c, struct asyncpool *pool)
+{
+	c->count = pool->fl.count;
+	c->owned = ap_owned_word(c->id, 0);
+	c->state = pool->fl.state;
+	c->owner_of = pool->owner_of;
+	c->released = pool->released;
+	c->recycle = (ap_release_fn *)(void (*)(void))ap_cache_recycle;
+	c->region = pool->region;
+	c->buffer_size = pool->buffer_size;
+	__atomic_store_n(&c->abi, pool->fl.lazy && c->size && c->id ? inline_abi() : 0, __ATOMIC_RELAXED);
+}
+
+AP_EXPORT const struct asyncpool_inline_cache *asyncpool_inline_cache(void)
+{
+	return asyncpool_inline_tc;
+}
 
 struct ap_tcache {
 	uint32_t n, cap;
@@ -58,6 +131,7 @@ static void cache_detach(struct ap_cache *c)
 	}
 	c->reg_next = NULL;
 	c->reg_pprev = NULL;
+	__atomic_store_n(&c->abi, 0, __ATOMIC_RELAXED);    /* no pool: the inline paths stay out */
 	c->pool = NULL;
 }
 
@@ -70,8 +144,8 @@ static void cache_free(struct ap_cache *c)
 	ap_cache_drain(c);
 	if (c->pool && c->box)
 		ap_owner_leave_thread(c);  /* its outboxes, its inbox, and its lent count */
-	else if (c->pool && c->lent)
-		atomic_fetch_add_explicit(&c->pool->fl.lent, c->lent, memory_order_relaxed);
+	else if (c->pool && ap_cache_lent(c))
+		atomic_fetch_add_explicit(&c->pool->fl.lent, ap_cache_lent(c), memory_order_relaxed);
 	cache_detach(c);
 	free(c);
 }
@@ -89,7 +163,7 @@ static void tc_destroy(void *arg)
 	free(t);
 	if (ap_tc_table == t)
 		ap_tc_table = NULL;
-	ap_tc_last = &ap_cache_none;
+	ap_tc_set(&ap_cache_none);
 }
 
 static void atfork_prepare(void)
@@ -153,7 +227,7 @@ static void tc_sweep(struct ap_tcache *t)
 			t->v[i - j] = t->v[i];
 		else {
 			if (ap_tc_last == t->v[i])
-				ap_tc_last = &ap_cache_none;
+				ap_tc_set(&ap_cache_none);
 			free(t->v[i]);
 			j++;
 		}
@@ -173,7 +247,8 @@ static struct ap_cache *cache_alloc(struct asyncpool *pool, struct ap_tcache *t)
 		return NULL;
 	memset(c, 0, size);
 	c->size = pool->cache_size;
-	c->gen = &c->idx[c->size];
+	c->idx = c->slots;
+	c->gen = &c->slots[c->size];
 	c->batch = pool->cache_batch;
 	c->owner = t;
 	return c;
@@ -198,7 +273,7 @@ static struct ap_cache *cache_grow(struct asyncpool *pool, struct ap_tcache *t, 
 	}
 	c->id = old->id;
 	c->box = old->box;
-	c->lent = old->lent;
+	c->held = ap_cache_lent(old);   /* c->n is 0 */
 	c->bypass = old->bypass;
 	memcpy(c->outbox, old->outbox, sizeof(c->outbox));
 	c->reg_next = old->reg_next;
@@ -207,6 +282,7 @@ static struct ap_cache *cache_grow(struct asyncpool *pool, struct ap_tcache *t, 
 	if (c->reg_next)
 		c->reg_next->reg_pprev = &c->reg_next;
 	c->pool = pool;
+	cache_publish(c, pool);
 	t->v[i] = c;
 	pthread_mutex_unlock(&ap_cache_lock);
 	free(old);
@@ -225,7 +301,7 @@ static struct ap_cache *cache_get(struct asyncpool *pool, bool create)
 				c = t->v[i];
 				if (AP_UNLIKELY(!c->size && pool->cache_size && create))
 					c = cache_grow(pool, t, i);
-				return ap_tc_last = c;
+				return ap_tc_set(c);
 			}
 	if (!create || !ap_pool_cached(pool) || !ap_tc_key_ok)
 		return NULL;
@@ -270,8 +346,9 @@ static struct ap_cache *cache_get(struct asyncpool *pool, bool create)
 		pool->caches->reg_pprev = &c->reg_next;
 	c->reg_pprev = &pool->caches;
 	pool->caches = c;
+	cache_publish(c, pool);
 	pthread_mutex_unlock(&ap_cache_lock);
-	return ap_tc_last = c;
+	return ap_tc_set(c);
 }
 
 struct ap_cache *ap_cache_get(struct asyncpool *pool)
@@ -457,6 +534,7 @@ void ap_cache_recycle(void *ctx, uint64_t token)
  */
 AP_EXPORT void asyncpool_lease_release_gen(struct asyncpool_lease *lease)
 {
+	AP_TEST_EXPORTED_CALL();
 	ap_release_fn *fn = lease ? lease->release.fn : NULL;
 	uint32_t idx, gen;
 	void *ctx;
@@ -629,7 +707,7 @@ uint32_t ap_cache_count(const struct asyncpool *pool, int64_t *lent, uint32_t *t
 	pthread_mutex_lock(&ap_cache_lock);
 	for (const struct ap_cache *c = pool->caches; c; c = c->reg_next) {
 		n += ap_cache_n(c);
-		out += __atomic_load_n(&c->lent, __ATOMIC_RELAXED);
+		out += ap_cache_lent(c);
 		for (uint32_t k = 0; k < AP_OUTBOXES; k++)
 			moving += __atomic_load_n(&c->outbox[k].n, __ATOMIC_RELAXED);
 	}

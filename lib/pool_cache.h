@@ -24,10 +24,23 @@
 #include "cache_state.h"
 #include "pool_owner.h"
 
-/* The calling thread's cache used last, or &ap_cache_none; never NULL. */
+/*
+ * The calling thread's cache used last, or &ap_cache_none; never NULL.
+ * The exported thread variable that the public header's inline paths
+ * read (<asyncpool/inline.h>), of the public type, whose fields are
+ * the leading ones of struct ap_cache; ap_tc_last reads it as the
+ * library's, ap_tc_set() writes it.
+ */
 extern struct ap_cache ap_cache_none __attribute__((visibility("hidden")));
-extern __thread struct ap_cache *ap_tc_last
-	__attribute__((tls_model("initial-exec"), visibility("hidden")));
+extern __thread struct asyncpool_inline_cache *asyncpool_inline_tc
+	__attribute__((tls_model("initial-exec")));
+#define ap_tc_last ((struct ap_cache *)asyncpool_inline_tc)
+
+static inline struct ap_cache *ap_tc_set(struct ap_cache *c)
+{
+	asyncpool_inline_tc = (struct asyncpool_inline_cache *)c;
+	return c;
+}
 
 /*
  * Hand out entry j of the calling thread's cache c of pool (entered):
@@ -99,8 +112,7 @@ static inline __attribute__((always_inline)) bool ap_cache_put_lent(struct async
 		n = c->n;
 		o = ap_owner_hint(pool, idx);
 		if (AP_LIKELY(n != c->size && ap_cache_push_owned(pool, c, n, o, idx, gen))) {
-			ap_cache_add_lent(c, -1);
-			ap_cache_set_n(c, n + 1);
+			ap_cache_set_n_lent(c, n + 1);      /* lent back: held unchanged */
 			ap_cache_leave(c);
 			return true;
 		}
@@ -139,8 +151,7 @@ static inline __attribute__((always_inline)) bool ap_cache_take_gen(struct async
 			 * lent: its word stays as it is (ap_cache_lend). */
 			*gen = c->gen[n - 1];
 			*idx = c->idx[n - 1];
-			ap_cache_add_lent(c, 1);
-			ap_cache_set_n(c, n - 1);
+			ap_cache_set_n_lent(c, n - 1);      /* lent: held unchanged */
 			ap_cache_leave(c);
 			return true;
 		}

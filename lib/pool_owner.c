@@ -416,8 +416,8 @@ void ap_owner_leave_thread(struct ap_cache *c)
 		if (n)
 			(void)owner_send(pool, ob->owner, ob->tok, n, true);
 	}
-	atomic_fetch_add_explicit(&b->out, c->lent, memory_order_relaxed);
-	c->lent = 0;
+	atomic_fetch_add_explicit(&b->out, ap_cache_lent(c), memory_order_relaxed);
+	ap_cache_add_lent(c, -ap_cache_lent(c));
 	atomic_store_explicit(&b->orphan, 1, memory_order_seq_cst);
 	atomic_thread_fence(memory_order_seq_cst);
 	box_drain_other(pool, b);
@@ -498,8 +498,7 @@ int ap_owner_release(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, u
 		atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
 		c->idx[n] = idx;
 		c->gen[n] = ap_gen_next(gen);
-		ap_cache_set_n(c, n + 1);
-		ap_cache_add_lent(c, -1);
+		ap_cache_set_n_lent(c, n + 1);  /* lent back: held unchanged */
 		ap_cache_leave(c);
 		return 0;
 	}

@@ -207,6 +207,7 @@ static __attribute__((noinline)) int release_token_rest(struct asyncpool *pool, 
 
 AP_EXPORT int asyncpool_release_token(struct asyncpool *pool, uint64_t token)
 {
+	AP_TEST_EXPORTED_CALL();
 	if (!ap_token_ok(pool, token))
 		return -EINVAL;
 	/* A buffer the calling thread's cache lent: no stack frame. */

@@ -25,8 +25,16 @@ enum ap_test_stall {
 #ifdef ASYNCPOOL_TEST_HOOKS
 extern void (*ap_test_hook_stall)(enum ap_test_stall);
 #define AP_TEST_STALL(p) do { if (ap_test_hook_stall) ap_test_hook_stall(p); } while (0)
+/*
+ * The exported functions that the inline paths of the public header
+ * fall back to count their calls here (tests/test-inline-abi).
+ */
+extern _Atomic uint64_t ap_test_exported_calls;
+#define AP_TEST_EXPORTED_CALL() \
+	__atomic_fetch_add(&ap_test_exported_calls, 1, __ATOMIC_RELAXED)
 #else
 #define AP_TEST_STALL(p) do { } while (0)
+#define AP_TEST_EXPORTED_CALL() do { } while (0)
 #endif
 
 #endif /* ASYNCPOOL_TEST_STALL_H */

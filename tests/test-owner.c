@@ -571,6 +571,16 @@ static void *send_to_orphan(void *arg)
 	return NULL;
 }
 
+/*
+ * The exported asyncpool_release_token(), not the header's inline path
+ * (<asyncpool/inline.h>), which has no stall point: the owner's release
+ * below must stop inside the library's window.  The address of a GNU
+ * inline function is the exported one; volatile, so that the compiler
+ * does not turn the call back into the inline path.
+ */
+static int (*volatile exported_release_token)(struct asyncpool *, uint64_t) =
+	asyncpool_release_token;
+
 /* The new owner: lends z (phase 1), releases its own copy of z (phase 2), flushes (phase 3). */
 static void *e_thread(void *arg)
 {
@@ -585,7 +595,7 @@ static void *e_thread(void *arg)
 	while (atomic_load(&ru.phase) != 2)
 		sched_yield();
 	stall_at = AP_TS_CACHE_CLAIM;   /* inside its window, in the word's load-compare-store */
-	bad |= asyncpool_release_token(ru.pool, ru.z) != 0;
+	bad |= exported_release_token(ru.pool, ru.z) != 0;
 	atomic_store(&ru.phase, 3);
 	while (atomic_load(&ru.phase) != 4)
 		sched_yield();

@@ -27,13 +27,13 @@ is() { # DESCRIPTION CONDITION...
 	if "$@"; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; fi
 }
 
-cases="pool pool-cached pool-threads pool-cached-threads
+cases="pool pool-cached token token-cached pool-threads pool-cached-threads
 default-1t default-cached-1t default-2t default-cached-2t default-8t default-cached-8t
 handoff handoff-cached
 handoff-shuffled handoff-shuffled-cached
 handoff-token handoff-token-cached handoff-token-shared handoff-token-shared-cached
 bulk32 bulk32-cached tokens32 tokens32-cached shared-2proc shared-2proc-cached
-shared-1t shared-cached-1t shared-2t shared-cached-2t shared-2p shared-cached-2p
+shared-1t shared-cached-1t shared-token-1t shared-token-cached-1t shared-2t shared-cached-2t shared-2p shared-cached-2p
 wake-threads wake-2proc
 chan-latency chan-2proc-1 chan-2proc-32 chan-wake-2proc chan-floor-line chan-floor-futex
 chan-floor-ring-1 chan-floor-ring-32 chan-floor-slots-1 chan-floor-slots-32

@@ -267,6 +267,18 @@ static void body_tokens(struct run *r, unsigned id)
 			(void)asyncpool_release_tokens(r->pool, t, BULK);
 }
 
+/* One token at a time: asyncpool_acquire_tokens() of one, asyncpool_release_token(). */
+static void body_token(struct run *r, unsigned id)
+{
+	(void)id;
+	for (unsigned long i = 0; i < r->ops; i++) {
+		uint64_t t;
+
+		if (asyncpool_acquire_tokens(r->pool, &t, 1) == 0)
+			(void)asyncpool_release_token(r->pool, t);
+	}
+}
+
 /* Thread 0 acquires tokens one at a time (asyncpool_acquire_tokens()) and
  * queues them; thread 1 takes them off the queue and gives each back with
  * asyncpool_release_token(), as the peers harness does. */
@@ -403,6 +415,8 @@ static void body_cas2(struct run *r, unsigned id)
 /* Each row, then its variant with caches where it names one (below). */
 static const struct bench_case cases[] = {
 	{ "pool", "one thread acquires and releases", body_pool, 1, 0, "pool-cached" },
+	{ "token", "one thread acquires and releases one token at a time", body_token, 1, 0,
+	  "token-cached" },
 	{ "pool-threads", "every thread acquires and releases", body_pool, 0, 0,
 	  "pool-cached-threads" },
 	{ "default-1t", "asyncpool_create() as users get it, 1 thread", body_pool, 1,
@@ -427,6 +441,8 @@ static const struct bench_case cases[] = {
 	  NULL, 2, BENCH_PROCESSES, "shared-2proc-cached" },
 	{ "shared-1t", "a pool of asyncpool_shared_create(), 1 thread", body_pool, 1,
 	  BENCH_OWN_POOL | BENCH_SHARED_FD, "shared-cached-1t" },
+	{ "shared-token-1t", "one token at a time on a pool of asyncpool_shared_create()",
+	  body_token, 1, BENCH_OWN_POOL | BENCH_SHARED_FD, "shared-token-cached-1t" },
 	{ "shared-2t", "a pool of asyncpool_shared_create(), 2 threads", body_pool, 2,
 	  BENCH_OWN_POOL | BENCH_SHARED_FD, "shared-cached-2t" },
 	{ "shared-2p", "a pool of asyncpool_shared_create(), 2 processes", NULL, 2,

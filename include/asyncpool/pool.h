@@ -120,6 +120,96 @@ int asyncpool_set_quarantine(struct asyncpool *pool, uint32_t ms);
 /* Audit the freelist: 0, -EUCLEAN (freelist) or -EBADMSG (header). */
 int asyncpool_check(const struct asyncpool *pool);
 
+#ifdef ASYNCPOOL_INLINE_PATHS
+/*
+ * The fast paths, inline (since 1.4; inline.h): a buffer the calling
+ * thread's cache of pool holds, or a buffer it lent, back into it; the
+ * exported function for everything else.  Their exported names, for
+ * the inline code to call without calling itself.
+ */
+extern int __asyncpool_acquire_call(struct asyncpool *pool, struct asyncpool_lease *out)
+	__asm__("asyncpool_acquire");
+extern int __asyncpool_acquire_tokens_call(struct asyncpool *pool, uint64_t *tokens,
+					   unsigned int n) __asm__("asyncpool_acquire_tokens");
+extern int __asyncpool_release_token_call(struct asyncpool *pool, uint64_t token)
+	__asm__("asyncpool_release_token");
+extern int __asyncpool_release_tokens_call(struct asyncpool *pool, const uint64_t *tokens,
+					   unsigned int n) __asm__("asyncpool_release_tokens");
+
+/* The lease of token t from cache c: its fields, with the index and the generation in one store. */
+ASYNCPOOL_GNU_INLINE void
+__asyncpool_lease(const struct asyncpool_inline_cache *c, uint64_t t, struct asyncpool_lease *out)
+{
+	out->span.region = c->region;
+	out->span.offset = (size_t)(uint32_t)t * c->buffer_size;
+	out->span.length = c->buffer_size;
+	out->release.fn = c->recycle;
+	out->release.ctx = c->pool;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	__builtin_memcpy(&out->buffer_index, &t, sizeof(t));
+#else
+	out->buffer_index = (uint32_t)t;
+	out->generation = (uint32_t)(t >> 32);
+#endif
+}
+
+ASYNCPOOL_GNU_INLINE int asyncpool_acquire(struct asyncpool *pool, struct asyncpool_lease *out)
+{
+	struct asyncpool_inline_cache *c = __asyncpool_cache_of(pool);
+	uint64_t t;
+
+	if (__asyncpool_likely(c && out && (t = __asyncpool_take(c)) != 0)) {
+		__asyncpool_lease(c, t, out);
+		return 0;
+	}
+	return __asyncpool_acquire_call(pool, out);
+}
+
+ASYNCPOOL_GNU_INLINE int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens,
+						  unsigned int n)
+{
+	struct asyncpool_inline_cache *c = __asyncpool_cache_of(pool);
+
+	if (__asyncpool_likely(c && tokens)) {
+		if (n == 1) {
+			uint64_t t = __asyncpool_take(c);
+
+			if (__asyncpool_likely(t != 0)) {
+				tokens[0] = t;
+				return 0;
+			}
+		} else if (n && __asyncpool_take_n(c, tokens, n)) {
+			return 0;
+		}
+	}
+	return __asyncpool_acquire_tokens_call(pool, tokens, n);
+}
+
+ASYNCPOOL_GNU_INLINE int asyncpool_release_token(struct asyncpool *pool, uint64_t token)
+{
+	struct asyncpool_inline_cache *c = __asyncpool_cache_of(pool);
+
+	if (__asyncpool_likely(c && __asyncpool_put(c, (uint32_t)token, (uint32_t)(token >> 32))))
+		return 0;
+	return __asyncpool_release_token_call(pool, token);
+}
+
+ASYNCPOOL_GNU_INLINE int asyncpool_release_tokens(struct asyncpool *pool, const uint64_t *tokens,
+						  unsigned int n)
+{
+	struct asyncpool_inline_cache *c = __asyncpool_cache_of(pool);
+	unsigned int k;
+
+	if (__asyncpool_likely(c && tokens)) {
+		k = __asyncpool_put_n(c, tokens, n);
+		if (__asyncpool_likely(k == n))
+			return 0;
+		return __asyncpool_release_tokens_call(pool, tokens + k, n - k);
+	}
+	return __asyncpool_release_tokens_call(pool, tokens, n);
+}
+#endif /* ASYNCPOOL_INLINE_PATHS */
+
 #ifdef __cplusplus
 }
 #endif

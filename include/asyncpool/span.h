@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <asyncpool/region.h>
+#include <asyncpool/inline.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -90,6 +91,19 @@ static inline void asyncpool_lease_release(struct asyncpool_lease *lease)
 	if (!lease || !lease->release.fn)
 		return;
 	if (lease->generation) {
+#ifdef ASYNCPOOL_INLINE_PATHS
+		/* A lease of the pool whose cache this thread used last: its
+		 * owner's release, inline (inline.h). */
+		struct asyncpool_inline_cache *c = asyncpool_inline_tc;
+
+		if (__asyncpool_likely(c->abi == ASYNCPOOL_INLINE_ABI_EXPECTED &&
+				       lease->release.fn == c->recycle &&
+				       lease->release.ctx == (void *)c->pool &&
+				       __asyncpool_put(c, lease->buffer_index, lease->generation))) {
+			lease->release.fn = NULL;
+			return;
+		}
+#endif
 		asyncpool_lease_release_gen(lease);
 		return;
 	}

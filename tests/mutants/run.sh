@@ -3,7 +3,8 @@
 #
 # make check-mutants: prove that the tests catch each invariant broken.
 #
-# Each tests/mutants/NAME.mutant is one small change to one file of lib/:
+# Each tests/mutants/NAME.mutant is one small change to one file of lib/
+# (or of include/asyncpool/, whose inline code the programs compile):
 # its exact original text (found exactly once in the file, or the mutant
 # is STALE), its replacement, and the tests that must catch it.  For each
 # mutant this script, in one configured scratch copy of the tree:
@@ -68,9 +69,9 @@ mkdir -p "$scratch" || die "cannot make $scratch"
 rm -rf "$scratch/tests/mutants"
 # A run killed while a mutant was applied left its file mutated: the copy
 # below restores it, with its old time, so mark it to be rebuilt.
-for o in "$scratch"/lib/*.mutant-orig; do
+for o in "$scratch"/lib/*.mutant-orig "$scratch"/include/asyncpool/*.mutant-orig; do
 	[ -e "$o" ] || continue
-	echo "lib/$(basename "$o" .mutant-orig)" >> "$scratch/.mutant-dirty"
+	echo "${o#"$scratch"/}" | sed 's/\.mutant-orig$//' >> "$scratch/.mutant-dirty"
 	rm -f "$o"
 done
 git -C "$srcdir" ls-files -co --exclude-standard -z > "$scratch/.mutant-files" ||

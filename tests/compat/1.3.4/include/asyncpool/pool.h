@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A pool: a lock-free O(1) freelist of the buffers of a region.  Local
+ * (its freelist on the heap) or shared (its freelist in memory that
+ * other processes map).
+ */
+#ifndef ASYNCPOOL_POOL_H
+#define ASYNCPOOL_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <asyncpool/span.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct asyncpool;
+struct asyncpool_region;
+struct io_uring_sqe;
+
+/* The largest buffer_count of a pool: 2^31 - 2. */
+#define ASYNCPOOL_MAX_BUFFERS 0x7ffffffeu
+
+/*
+ * Counters of a pool, for asyncpool_stats().  Extensible: set size to
+ * sizeof(struct asyncpool_stats) before the call.
+ */
+struct asyncpool_stats {
+	size_t   size;             /* sizeof(struct asyncpool_stats) */
+	uint32_t capacity;         /* buffers in the pool */
+	uint32_t available;        /* as asyncpool_available() */
+	uint64_t bad_releases;     /* releases of buffers that were not leased */
+	uint64_t corruptions;      /* inconsistent shared state seen (-EUCLEAN) */
+	uint64_t empty;            /* acquires that found the pool empty */
+};
+
+/* The largest per-thread cache of a pool, in buffers. */
+#define ASYNCPOOL_CACHE_MAX 4096u
+
+/*
+ * Options for asyncpool_create_opts().  Extensible: zero the whole
+ * struct, set size to sizeof(struct asyncpool_options), then the fields
+ * you need.  Fields beyond size that this build does not know must be
+ * zero.
+ */
+struct asyncpool_options {
+	size_t   size;             /* sizeof(struct asyncpool_options) */
+	uint32_t cache_size;       /* buffers per thread cache; 0: no caches */
+	uint32_t flags;            /* none defined yet: 0 */
+	uint64_t reserved[4];      /* must be zero */
+	/*
+	 * Since 1.2: regions of the same slab on other proactors (READ, one
+	 * per proactor, none on the pool's own), for a pool whose leases are
+	 * sent on several rings.  The pool takes a reference on each and
+	 * drops it in asyncpool_destroy(), so the caller may unref its own
+	 * right after the create.  An older caller's size ends before these.
+	 */
+	struct asyncpool_region *const *siblings;
+	uint32_t sibling_count;
+};
+
+int    asyncpool_create(struct asyncpool_region *r, struct asyncpool **out);
+int    asyncpool_create_opts(struct asyncpool_region *r, const struct asyncpool_options *opts,
+			     struct asyncpool **out);
+int    asyncpool_set_cache(struct asyncpool *pool, uint32_t cache_size);
+int    asyncpool_cache_flush(struct asyncpool *pool);
+int    asyncpool_acquire_bulk(struct asyncpool *pool, struct asyncpool_lease *leases,
+			      unsigned int n);
+void   asyncpool_release_bulk(struct asyncpool_lease *leases, unsigned int n);
+int    asyncpool_destroy(struct asyncpool *pool);
+int    asyncpool_acquire(struct asyncpool *pool, struct asyncpool_lease *out);
+size_t asyncpool_available(const struct asyncpool *pool);
+size_t asyncpool_capacity(const struct asyncpool *pool);
+size_t asyncpool_buffer_size(const struct asyncpool *pool);
+struct asyncpool_region *asyncpool_region(const struct asyncpool *pool);
+int    asyncpool_stats(const struct asyncpool *pool, struct asyncpool_stats *out);
+
+/* Waiting for a buffer (LIBASYNCPOOL_1.1). */
+int    asyncpool_acquire_wait(struct asyncpool *pool, struct asyncpool_lease *out,
+			      int64_t timeout_ns);
+int    asyncpool_prep_wait(struct asyncpool *pool, struct io_uring_sqe *sqe);
+int    asyncpool_wait_fd(struct asyncpool *pool);
+int    asyncpool_cache_flush_all(struct asyncpool *pool);
+
+/* Shared pools: the freelist lives in memory the caller provides. */
+int asyncpool_shared_storage_size(uint32_t buffer_count, size_t *out);
+int asyncpool_create_shared(void *mem, size_t size, struct asyncpool_region *r,
+			    struct asyncpool **out);
+int asyncpool_open_shared(void *mem, size_t size, struct asyncpool_region *r,
+			  struct asyncpool **out);
+int asyncpool_release_index(struct asyncpool *pool, uint32_t buffer_index);
+int asyncpool_lease_adopt(struct asyncpool *pool, uint32_t buffer_index,
+			  struct asyncpool_lease *out);
+/*
+ * Hand-off by token (since 1.1): the index and generation of a lease in
+ * 64 bits.  A release or adoption of a token whose lease is gone (the
+ * buffer was released, reclaimed, or leased again) gives -ESTALE.
+ */
+uint64_t asyncpool_lease_token(const struct asyncpool_lease *lease);
+int asyncpool_release_token(struct asyncpool *pool, uint64_t token);
+int asyncpool_lease_adopt_token(struct asyncpool *pool, uint64_t token,
+				struct asyncpool_lease *out);
+/*
+ * Bulk by token (since 1.1): n buffers as 8-byte tokens, no lease built.
+ * Acquire is all or nothing; release refuses (and counts) each stale
+ * token, releases the others, and then returns -ESTALE.
+ */
+int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens, unsigned int n);
+int asyncpool_release_tokens(struct asyncpool *pool, const uint64_t *tokens, unsigned int n);
+/*
+ * Return to the freelist the buffers of the processes attached to a
+ * shared pool that died (since 1.1): the number that came back, or a
+ * negative errno.  Leased ones only after the quarantine (milliseconds
+ * since the death was first seen; default ASYNCPOOL_QUARANTINE_MS).
+ */
+#define ASYNCPOOL_QUARANTINE_MS 5000u
+int asyncpool_reclaim(struct asyncpool *pool);
+int asyncpool_set_quarantine(struct asyncpool *pool, uint32_t ms);
+/* Audit the freelist: 0, -EUCLEAN (freelist) or -EBADMSG (header). */
+int asyncpool_check(const struct asyncpool *pool);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ASYNCPOOL_POOL_H */

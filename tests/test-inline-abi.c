@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The inline fast paths of the public header and the version of their
+ * layout (<asyncpool/inline.h>, issue 34).  Built three times from this
+ * source, each linked to the library's test-hook build, which counts
+ * the calls of the exported functions that the inline code falls back
+ * to (ap_test_exported_calls):
+ *
+ *   test-inline-abi           as a program is built: the pairs of a
+ *                             thread's cache go inline, none exported;
+ *                             then the library publishes another version
+ *                             (ap_test_hook_inline_abi, as a later
+ *                             library whose layout changed would), and
+ *                             every call is an exported one;
+ *   test-inline-abi-forced    ASYNCPOOL_INLINE_ABI_EXPECTED is another
+ *                             version, as in a program built against a
+ *                             header the library does not implement:
+ *                             every call exported;
+ *   test-inline-abi-noinline  ASYNCPOOL_NO_INLINE: every call exported.
+ *
+ * Each way the results are the same and exact: tokens and leases of
+ * the pool, a stale token and a stale copy of a lease refused and
+ * counted, the pool full and sound.  The caches the inline code must
+ * leave to the library publish no version: a shared pool's (its
+ * releases are CASes, for the crash guarantees), a pool's without
+ * caches (it lends through caches of no entries), a destroyed pool's.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <asyncpool.h>
+#include "tap.h"
+#include "testutil.h"
+
+/* The test-hook build's (pool_cache.c). */
+extern uint32_t ap_test_hook_inline_abi;
+extern _Atomic uint64_t ap_test_exported_calls;
+
+#define N      64
+#define CACHE  16
+#define ROUNDS 100
+
+/*
+ * What the build asks for, not what the header did: the test must not
+ * follow a header that ignores ASYNCPOOL_NO_INLINE or has no inline
+ * paths on GCC and Linux (tests/mutants/inline-no-inline-ignored).
+ */
+#if defined(ASYNCPOOL_NO_INLINE) || ASYNCPOOL_INLINE_ABI_EXPECTED != ASYNCPOOL_INLINE_ABI
+#define BUILT_INLINE 0
+#else
+#define BUILT_INLINE 1
+#endif
+
+/* The calls of one round: 2 + 2 single, 2 bulk. */
+#define CALLS_PER_ROUND 6
+/* The calls of the stale cases: a token pair, two stale releases, a lease and two releases. */
+#define STALE_CALLS 7
+
+static void rounds(struct asyncpool *pool, const char *what, int inline_expected)
+{
+	struct asyncpool_lease l, copy;
+	uint64_t t, tb[4], stale, before;
+	int wrong = 0;
+
+	/* The thread's cache of pool, made and filled by the library. */
+	if (asyncpool_acquire_tokens(pool, &t, 1) || asyncpool_release_token(pool, t))
+		bail_out("%s: warm-up", what);
+	before = ap_test_exported_calls;
+	for (int r = 0; r < ROUNDS; r++) {
+		wrong += asyncpool_acquire_tokens(pool, &t, 1) != 0;
+		wrong += t >> 32 == 0 || (uint32_t)t >= N;
+		wrong += asyncpool_release_token(pool, t) != 0;
+		wrong += asyncpool_acquire(pool, &l) != 0;
+		wrong += l.generation == 0 || l.buffer_index >= N || l.span.length != 64 ||
+			 l.span.offset != (size_t)l.buffer_index * 64 || !asyncpool_lease_held(&l);
+		asyncpool_lease_release(&l);
+		wrong += asyncpool_lease_held(&l);
+		wrong += asyncpool_acquire_tokens(pool, tb, 4) != 0;
+		wrong += asyncpool_release_tokens(pool, tb, 4) != 0;
+	}
+	is_int(wrong, 0, "%s: every acquire and release right", what);
+	if (inline_expected)
+		is_int(ap_test_exported_calls - before, 0, "%s: no exported call", what);
+	else
+		is_int(ap_test_exported_calls - before, ROUNDS * CALLS_PER_ROUND,
+		       "%s: every call exported", what);
+	is_int(bad_releases(pool), 0, "%s: no release refused", what);
+
+	/* A stale token: refused with -ESTALE, counted once, whichever path;
+	 * a copy of a lease released after it: refused and counted.  The
+	 * refusals are the library's: exported calls, whatever the build. */
+	before = ap_test_exported_calls;
+	if (asyncpool_acquire_tokens(pool, &stale, 1) || asyncpool_release_token(pool, stale))
+		bail_out("%s: a token", what);
+	is_int(asyncpool_release_token(pool, stale), -ESTALE, "%s: a stale token is refused", what);
+	is_int(asyncpool_release_tokens(pool, &stale, 1), -ESTALE,
+	       "%s: and in a bulk", what);
+	if (asyncpool_acquire(pool, &l))
+		bail_out("%s: a lease", what);
+	copy = l;
+	asyncpool_lease_release(&l);
+	asyncpool_lease_release(&copy);
+	is_int(bad_releases(pool), 3, "%s: the three counted", what);
+	is_int(ap_test_exported_calls - before, inline_expected ? 3 : STALE_CALLS,
+	       "%s: %s", what, inline_expected ? "each refusal an exported call, nothing else"
+					       : "every call exported");
+	/* Bad input: -EINVAL, nothing counted. */
+	is_int(asyncpool_release_token(pool, (uint64_t)1 << 32 | N), -EINVAL,
+	       "%s: an index out of range is refused", what);
+	is_int(asyncpool_release_token(pool, 3), -EINVAL, "%s: generation 0 is refused", what);
+	is_int(bad_releases(pool), 3, "%s: neither counted", what);
+	is_int(asyncpool_available(pool), N, "%s: the pool is full", what);
+	is_int(asyncpool_check(pool), 0, "%s: check", what);
+}
+
+/*
+ * The calling thread's cache of pool while another thread has it (its
+ * bypass set, as a flusher or a waiter sets it): the inline code stays
+ * out, every call is the library's (which uses the freelist), the
+ * cache's entries are not touched.
+ */
+static void window(struct asyncpool *pool, const char *what)
+{
+	struct asyncpool_inline_cache *c = (struct asyncpool_inline_cache *)asyncpool_inline_cache();
+	struct asyncpool_lease l;
+	uint64_t t, tb[2], before, bad = bad_releases(pool);
+	uint32_t n;
+	int wrong = 0;
+
+	if (c->pool != pool)
+		bail_out("%s: not the thread's cache of the pool", what);
+	n = c->n;
+	__atomic_store_n(&c->bypass, 1, __ATOMIC_SEQ_CST);
+	before = ap_test_exported_calls;
+	wrong += asyncpool_acquire_tokens(pool, &t, 1) != 0;
+	wrong += asyncpool_release_token(pool, t) != 0;
+	wrong += asyncpool_acquire(pool, &l) != 0;
+	asyncpool_lease_release(&l);
+	wrong += asyncpool_lease_held(&l);
+	wrong += asyncpool_acquire_tokens(pool, tb, 2) != 0;
+	wrong += asyncpool_release_tokens(pool, tb, 2) != 0;
+	is_int(c->n, n, "%s, the cache taken: its entries untouched", what);
+	is_int(ap_test_exported_calls - before, 6, "%s, the cache taken: every call exported", what);
+	__atomic_store_n(&c->bypass, 0, __ATOMIC_SEQ_CST);
+	is_int(wrong, 0, "%s, the cache taken: every acquire and release right", what);
+	is_int(c->busy, 0, "%s: the owner is not inside its cache", what);
+	is_int(bad_releases(pool) - bad, 0, "%s, the cache taken: no release refused", what);
+	is_int(asyncpool_check(pool), 0, "%s, the cache taken: check", what);
+}
+
+/* Pool has a cache of this thread that publishes no version: every call exported. */
+static void left_to_the_library(struct asyncpool *pool, const char *what)
+{
+	uint64_t t[4], before = ap_test_exported_calls;
+	int wrong = 0;
+
+	for (int r = 0; r < ROUNDS; r++) {
+		wrong += asyncpool_acquire_tokens(pool, t, 1) != 0;
+		wrong += asyncpool_release_token(pool, t[0]) != 0;
+		wrong += asyncpool_acquire_tokens(pool, t, 4) != 0;
+		wrong += asyncpool_release_tokens(pool, t, 4) != 0;
+	}
+	is_int(wrong, 0, "%s: every acquire and release right", what);
+	is_int(asyncpool_inline_cache()->abi, 0, "%s: its cache publishes no version", what);
+	is_int(ap_test_exported_calls - before, ROUNDS * 4, "%s: every call exported", what);
+	is_int(bad_releases(pool), 0, "%s: no release refused", what);
+}
+
+int main(void)
+{
+	struct asyncpool_proactor *p;
+	struct asyncpool_region *r;
+	struct asyncpool *pool;
+	size_t size;
+	void *mem;
+
+	plan(2 * 12 + 6 + 3 + 2 * 4 + 1);
+	if (asyncpool_proactor_create_memory(&p))
+		bail_out("proactor");
+
+	pool = make_pool(p, 64, N, CACHE);
+	rounds(pool, BUILT_INLINE ? "this header's layout" :
+		     "a layout the library does not publish", BUILT_INLINE);
+	window(pool, BUILT_INLINE ? "this header's layout" : "a layout the library does not publish");
+	is_int(asyncpool_inline_cache()->abi, ASYNCPOOL_INLINE_ABI,
+	       "the library publishes layout version %u", ASYNCPOOL_INLINE_ABI);
+	asyncpool_destroy(pool);
+	is_int(asyncpool_inline_cache()->abi, 0, "a destroyed pool's cache publishes no version");
+
+	/* A library that publishes another version: the exported calls. */
+	ap_test_hook_inline_abi = ASYNCPOOL_INLINE_ABI + 1;
+	pool = make_pool(p, 64, N, CACHE);
+	rounds(pool, "the library publishes another version", 0);
+	is_int(asyncpool_inline_cache()->abi, ASYNCPOOL_INLINE_ABI + 1,
+	       "the library publishes version %u", ASYNCPOOL_INLINE_ABI + 1);
+	asyncpool_destroy(pool);
+	ap_test_hook_inline_abi = 0;
+
+	/* The caches the inline code must leave alone. */
+	pool = make_pool(p, 64, N, 0);
+	left_to_the_library(pool, "a pool without caches");
+	asyncpool_destroy(pool);
+
+	r = make_region(p, 64, N, ASYNCPOOL_ACCESS_READ);
+	if (asyncpool_shared_storage_size(N, &size))
+		bail_out("storage_size");
+	mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED || asyncpool_create_shared(mem, size, r, &pool) ||
+	    asyncpool_set_cache(pool, CACHE))
+		bail_out("a shared pool with caches");
+	left_to_the_library(pool, "a shared pool with caches");
+	asyncpool_destroy(pool);
+	munmap(mem, size);
+	asyncpool_region_unref(r);
+
+	is_int(asyncpool_proactor_destroy(p), 0, "proactor destroy");
+	return done_testing();
+}
