@@ -358,6 +358,17 @@ static void owner_exits(void)
 	atomic_store(&tr.phase, 2);
 	pthread_join(o, &res);
 	is_int((intptr_t)res, 0, "owner exits: it lent 40");
+	{
+		/* What x sent to its inbox the exiting owner decided itself,
+		 * after it set orphan (ap_owner_leave_thread): before any
+		 * flush, those 8 are free.  tests/mutants/owner-leave-no-drain */
+		unsigned nfree = 0;
+
+		for (unsigned i = 8; i < 16; i++)
+			nfree += AP_W_KIND(ap_state_load(&p->fl.state[AP_TOKEN_INDEX(tr.tok[i])])) ==
+				 AP_K_FREE;
+		is_int(nfree, 8, "owner exits: what its inbox held is decided by its exit");
+	}
 	atomic_store(&tr.phase, 3);
 	pthread_join(g, &gres);
 	is_int((intptr_t)gres, 0, "owner exits: 8 gathered before it exited, sent after");
@@ -372,6 +383,41 @@ static void owner_exits(void)
 	asyncpool_release_bulk(all, CAP);
 	whole(p, "owner exits");
 	is_int(asyncpool_destroy(p), 0, "owner exits: destroy");
+}
+
+/* ---- the audit ---- */
+
+/*
+ * asyncpool_check() of a local pool with caches: cache entries + lent ==
+ * CACHED words, exactly, in both directions.  A lent count one short
+ * (a CACHED word that no cache holds or lent: a lost buffer) and one
+ * over (more entries than words: a buffer in two places) are both
+ * -EUCLEAN.  tests/mutants/audit-local-too-few, audit-local-too-many
+ */
+static void audit_both_ways(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool_lease l[4];
+	struct ap_cache *c;
+
+	for (int i = 0; i < 4; i++)
+		if (asyncpool_acquire(p, &l[i]))
+			bail_out("audit: acquire");
+	asyncpool_lease_release(&l[3]);
+	is_int(asyncpool_check(p), 0, "audit: 3 lent, the rest cached or free: clean");
+	c = ap_cache_of(p);
+	if (!c)
+		bail_out("audit: no cache");
+	ap_cache_add_lent(c, -1);
+	is_int(asyncpool_check(p), -EUCLEAN, "audit: one lent buffer unaccounted for: EUCLEAN");
+	ap_cache_add_lent(c, 2);
+	is_int(asyncpool_check(p), -EUCLEAN, "audit: one lent buffer too many: EUCLEAN");
+	ap_cache_add_lent(c, -1);
+	is_int(asyncpool_check(p), 0, "audit: as it was: clean");
+	for (int i = 0; i < 3; i++)
+		asyncpool_lease_release(&l[i]);
+	whole(p, "audit");
+	is_int(asyncpool_destroy(p), 0, "audit: destroy");
 }
 
 /* ---- the wait fd ---- */
@@ -887,6 +933,7 @@ int main(void)
 		settled_late();
 		in_transit();
 		owner_exits();
+		audit_both_ways();
 		wait_fd_inbox();
 		fork_half_sent();
 		id_reused();
