@@ -180,6 +180,40 @@ static void settled_late(void)
 	is_int(asyncpool_destroy(p), 0, "settled late: destroy");
 }
 
+/*
+ * The same race decided by the owner itself: the other thread's exit
+ * sends the gathered copy to the live owner's inbox, and the owner's
+ * next refill drains it, refuses it and counts it, exactly once, before
+ * any flush.  tests/mutants/owner-drain-uncounted, lend-drain-uncounted
+ */
+static void settled_by_owner(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool_lease l, again, more[20];
+	pthread_t t;
+
+	lr.pool = p;
+	atomic_store(&held_phase, 0);
+	asyncpool_acquire(p, &l);
+	lr.token = asyncpool_lease_token(&l);
+	pthread_create(&t, NULL, hold_copy, NULL);
+	while (!atomic_load(&held_phase))
+		sched_yield();
+	is_int(asyncpool_release_token(p, lr.token), 0, "settled by the owner: its copy is taken");
+	is_int(asyncpool_acquire(p, &again), 0, "settled by the owner: acquired again");
+	atomic_store(&held_phase, 2);
+	pthread_join(t, NULL);          /* its exit sends the copy to our inbox */
+	for (int i = 0; i < 20; i++)    /* more than a cache: a refill drains the inbox */
+		if (asyncpool_acquire(p, &more[i]))
+			bail_out("settled by the owner: acquire");
+	is_int(bad_releases(p), 1, "settled by the owner: its drain refused the old copy, counted");
+	asyncpool_release_bulk(more, 20);
+	asyncpool_lease_release(&again);
+	l.release.fn = NULL;
+	whole(p, "settled by the owner");
+	is_int(asyncpool_destroy(p), 0, "settled by the owner: destroy");
+}
+
 /* ---- a stale copy is refused at once ---- */
 
 static void *stale_release(void *arg)
@@ -931,6 +965,7 @@ int main(void)
 		local_against_remote(true);
 		stale_at_once();
 		settled_late();
+		settled_by_owner();
 		in_transit();
 		owner_exits();
 		audit_both_ways();
