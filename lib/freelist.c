@@ -52,6 +52,45 @@ void ap_fl_count_bad_release(const struct ap_freelist *fl, uint64_t n)
 	atomic_fetch_add_explicit(&fl->ctr->bad_releases, n, memory_order_relaxed);
 }
 
+void ap_fl_fence(struct ap_freelist *fl, uint32_t idx, uint32_t gen)
+{
+	/* Ours alone while LEASED: no one else writes them until our push. */
+	atomic_store_explicit(&fl->depth[idx], gen, memory_order_relaxed);
+	atomic_store_explicit(&fl->link[idx], AP_FL_FENCED, memory_order_release);
+}
+
+bool ap_fl_fenced(const struct ap_freelist *fl, uint32_t idx, uint32_t gen)
+{
+	uint64_t w;
+
+	if (idx >= fl->count || !gen)
+		return false;
+	/*
+	 * Still LEASED at the generation the adoption gave, and its record
+	 * names gen: the adopter holds it, and it fenced gen.  A record
+	 * left from an older adoption names an older generation than the
+	 * word's (a generation moves only forward), and a push rewrote
+	 * both once the buffer went back.
+	 */
+	w = atomic_load_explicit(&fl->state[idx], memory_order_acquire);
+	return AP_W_KIND(w) == AP_K_LEASED && AP_W_GEN(w) == ap_gen_next(gen) &&
+	       atomic_load_explicit(&fl->link[idx], memory_order_acquire) == AP_FL_FENCED &&
+	       atomic_load_explicit(&fl->depth[idx], memory_order_relaxed) == gen;
+}
+
+void ap_fl_count_fenced(const struct ap_freelist *fl, uint64_t n)
+{
+	atomic_fetch_add_explicit(&fl->ctr->fenced_releases, n, memory_order_relaxed);
+}
+
+void ap_fl_count_refused(const struct ap_freelist *fl, uint32_t idx, uint32_t gen)
+{
+	if (ap_fl_fenced(fl, idx, gen))
+		ap_fl_count_fenced(fl, 1);
+	else
+		ap_fl_count_bad_release(fl, 1);
+}
+
 static void count_empty(const struct ap_freelist *fl)
 {
 	atomic_fetch_add_explicit(&fl->ctr->empty, 1, memory_order_relaxed);
@@ -476,7 +515,7 @@ int ap_fl_release(struct ap_freelist *fl, uint32_t idx, uint32_t gen)
 		return -EINVAL;
 	kind = ap_state_claim_leased_was(&fl->state[idx], gen, fl->me, fl->lent_tag, &was);
 	if (AP_UNLIKELY(!kind)) {
-		ap_fl_count_bad_release(fl, 1);
+		ap_fl_count_refused(fl, idx, gen);
 		return -EALREADY;
 	}
 	AP_TEST_AT(AP_TP_RELEASE_CLAIMED);

@@ -112,6 +112,20 @@ uint32_t ap_fl_count(const struct ap_freelist *fl);
 uint32_t ap_fl_free(const struct ap_freelist *fl);
 void ap_fl_count_corruption(const struct ap_freelist *fl, uint64_t n);
 void ap_fl_count_bad_release(const struct ap_freelist *fl, uint64_t n);
+void ap_fl_count_fenced(const struct ap_freelist *fl, uint64_t n);
+/*
+ * An adoption made buffer idx LEASED at the generation after gen: the
+ * lease of gen is fenced, recorded in link[] and depth[] while the
+ * adopter holds it (pool_layout.h, AP_FL_FENCED).
+ */
+void ap_fl_fence(struct ap_freelist *fl, uint32_t idx, uint32_t gen);
+/* Whether a refused release of buffer idx at gen is one that an adoption fenced. */
+bool ap_fl_fenced(const struct ap_freelist *fl, uint32_t idx, uint32_t gen);
+/*
+ * A release of buffer idx at generation gen was refused: counted in
+ * fenced_releases if ap_fl_fenced(), else in bad_releases.
+ */
+void ap_fl_count_refused(const struct ap_freelist *fl, uint32_t idx, uint32_t gen);
 
 /* n lent buffers came back other than into a cache (fl->lent). */
 static inline void ap_fl_lent_back(struct ap_freelist *fl, uint32_t n)

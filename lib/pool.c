@@ -79,6 +79,7 @@ void ap_layout_init(void *mem, uint32_t count, size_t buffer_size, bool shared,
 	atomic_init(&ctr->bad_releases, 0);
 	atomic_init(&ctr->corruptions, 0);
 	atomic_init(&ctr->empty, 0);
+	atomic_init(&ctr->fenced_releases, 0);
 }
 
 void ap_layout_publish(void *mem)
@@ -338,8 +339,10 @@ AP_EXPORT struct asyncpool_region *asyncpool_region(const struct asyncpool *pool
 	return pool ? pool->region : NULL;
 }
 
-/* The smallest stats struct: up to empty. */
+/* The smallest stats struct: up to empty (1.0 to 1.3). */
 #define STATS_V1 (offsetof(struct asyncpool_stats, empty) + sizeof(uint64_t))
+/* Since 1.4: fenced_releases, apart from bad_releases. */
+#define STATS_V2 (offsetof(struct asyncpool_stats, fenced_releases) + sizeof(uint64_t))
 
 AP_EXPORT int asyncpool_stats(const struct asyncpool *pool, struct asyncpool_stats *out)
 {
@@ -359,6 +362,11 @@ AP_EXPORT int asyncpool_stats(const struct asyncpool *pool, struct asyncpool_sta
 	s.bad_releases = atomic_load_explicit(&pool->fl.ctr->bad_releases, memory_order_relaxed);
 	s.corruptions = atomic_load_explicit(&pool->fl.ctr->corruptions, memory_order_relaxed);
 	s.empty = atomic_load_explicit(&pool->fl.ctr->empty, memory_order_relaxed);
+	s.fenced_releases = atomic_load_explicit(&pool->fl.ctr->fenced_releases,
+						 memory_order_relaxed);
+	/* A caller built before 1.4 gets what 1.3 counted: every refusal. */
+	if (given < STATS_V2)
+		s.bad_releases += s.fenced_releases;
 	s.size = given;
 	/* The fields this build knows, then zeros up to what the caller has. */
 	memcpy(out, &s, given < sizeof(s) ? given : sizeof(s));

@@ -388,6 +388,7 @@ static inline __attribute__((always_inline)) void put_one(struct put_back *pb, u
 		}
 		if (AP_UNLIKELY(!ap_cache_push(pb->pool, pb->c, pb->n, i, gen, &pb->lent_back))) {
 			pb->bad++;
+			ap_fl_count_refused(fl, i, gen);
 			return;
 		}
 		pb->n++;
@@ -397,6 +398,7 @@ static inline __attribute__((always_inline)) void put_one(struct put_back *pb, u
 				     way == PUT_FREELIST_LENT ? AP_LENT : AP_NO_LENT);
 	if (AP_UNLIKELY(!kind)) {
 		pb->bad++;
+		ap_fl_count_refused(fl, i, gen);
 		return;
 	}
 	if (way == PUT_FREELIST_LENT)
@@ -409,7 +411,7 @@ static inline __attribute__((always_inline)) void put_one(struct put_back *pb, u
 	}
 }
 
-/* Finish a put_back: the refused ones, counted. */
+/* Finish a put_back: how many were refused (each counted as it was). */
 static inline uint32_t put_end(struct put_back *pb)
 {
 	if (pb->c) {
@@ -421,8 +423,6 @@ static inline uint32_t put_end(struct put_back *pb)
 		if (pb->lent_back)
 			ap_fl_lent_back(pb->fl, pb->lent_back);
 	}
-	if (AP_UNLIKELY(pb->bad))
-		ap_fl_count_bad_release(pb->fl, pb->bad);
 	return pb->bad;
 }
 

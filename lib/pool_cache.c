@@ -417,7 +417,7 @@ static int cache_put(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, u
 		n = c->n;
 	}
 	if (AP_UNLIKELY(!ap_cache_push(pool, c, n, idx, gen, &back))) {
-		ap_fl_count_bad_release(&pool->fl, 1);
+		ap_fl_count_refused(&pool->fl, idx, gen);
 		return -EALREADY;
 	}
 	ap_cache_add_lent(c, -(int64_t)back);

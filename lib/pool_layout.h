@@ -76,7 +76,18 @@
  * head's depth is the free count, read in O(1) with no counter that
  * every acquire and release would have to update atomically.  Only
  * asyncpool_available() reads it; nothing trusts it.
+ *
+ * A leased buffer's link[] and depth[] mean nothing to the list, so an
+ * adoption (buffer_state.h, ap_state_adopt) records there the
+ * generation it fenced, while its adopter holds the buffer: link[i]
+ * AP_FL_FENCED (no index and not the end, so a walker that reads it
+ * re-reads the head, as every version 3 walker does), depth[i] the
+ * giver's generation.  A release of that generation refused while the
+ * word is still LEASED at the next one is counted in fenced_releases,
+ * not bad_releases (freelist.c, ap_fl_count_refused); the push that
+ * gives the buffer back writes both again.
  */
+#define AP_FL_FENCED 0xfffffffeu
 #define AP_K_FREE    0u
 #define AP_K_LEASED  1u
 #define AP_K_CACHED  2u
@@ -174,7 +185,9 @@ struct ap_pool_counters {
 	_Atomic uint64_t corruptions;
 	_Atomic uint64_t empty;
 	_Atomic uint64_t reclaimer;     /* who reclaims, 0 nobody (reclaim.c) */
-	uint64_t pad[4];
+	/* Since 1.4: refused releases of a lease an adoption fenced (AP_FL_FENCED). */
+	_Atomic uint64_t fenced_releases;
+	uint64_t pad[3];
 };
 
 _Static_assert(sizeof(struct ap_pool_header) == 128, "header is two cache lines");

@@ -144,7 +144,7 @@ static bool other_apply(struct asyncpool *pool, uint64_t tok)
 		ap_owner_lent_back(pool, AP_W_OWNER(was));
 	return true;
 bad:
-	ap_fl_count_bad_release(&pool->fl, 1);
+	ap_fl_count_refused(&pool->fl, idx, gen);
 	return false;
 }
 
@@ -156,6 +156,18 @@ static void box_drain_other(struct asyncpool *pool, struct ap_inbox *b)
 	while ((tok = ap_inbox_next(b)) != 0)
 		(void)other_apply(pool, tok);
 	ap_inbox_done(b);
+}
+
+/*
+ * An owner's drain refused n tokens, fenced of them copies that an
+ * adoption fenced (freelist.c, ap_fl_fenced): counted apart.
+ */
+static void count_refused(struct asyncpool *pool, uint32_t n, uint32_t fenced)
+{
+	if (fenced)
+		ap_fl_count_fenced(&pool->fl, fenced);
+	if (n - fenced)
+		ap_fl_count_bad_release(&pool->fl, n - fenced);
 }
 
 /*
@@ -182,15 +194,17 @@ static bool owner_drain_free(struct asyncpool *pool, struct ap_cache *c, uint32_
 	struct ap_inbox *b = c->box;
 	const uint64_t word = ap_owned_word(c->id, 0);
 	const uint32_t count = pool->fl.count, head0 = b->head;
-	uint32_t chain[AP_OUTBOX_BATCH], n = 0, taken = 0;
+	uint32_t chain[AP_OUTBOX_BATCH], n = 0, taken = 0, fenced = 0;
 	uint64_t tok;
 
 	while (b->head - head0 < max && (tok = ap_inbox_next(b)) != 0) {
 		uint32_t idx = AP_INBOX_INDEX(tok);
 
 		if (idx >= count || !ap_owner_free(pool->fl.state, pool->owner_of, word, idx,
-						   AP_TOKEN_GEN(tok)))
+						   AP_TOKEN_GEN(tok))) {
+			fenced += ap_fl_fenced(&pool->fl, idx, AP_TOKEN_GEN(tok));
 			continue;       /* refused: counted below */
+		}
 		chain[n++] = idx;
 		if (n == AP_OUTBOX_BATCH) {
 			(void)ap_fl_push_chain(&pool->fl, chain, n);
@@ -204,7 +218,7 @@ static bool owner_drain_free(struct asyncpool *pool, struct ap_cache *c, uint32_
 	ap_cache_add_lent(c, -(int64_t)taken);
 	ap_inbox_done(b);
 	if (b->head - head0 != taken)
-		ap_fl_count_bad_release(&pool->fl, b->head - head0 - taken);
+		count_refused(pool, b->head - head0 - taken, fenced);
 	return b->head != head0;
 }
 
@@ -225,7 +239,7 @@ bool ap_owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max)
 	const uint64_t word = ap_owned_word(c->id, 0);
 	const uint32_t count = pool->fl.count, size = c->size, mask = b->mask;
 	const uint32_t head0 = b->head, end = head0 + max;
-	uint32_t head = head0, taken = 0;
+	uint32_t head = head0, taken = 0, fenced = 0;
 	/* top: where the next one goes; its generation goes size entries on. */
 	uint32_t *top = &c->idx[ap_cache_n(c)], *top0 = top, *full = &c->idx[size];
 
@@ -244,8 +258,10 @@ bool ap_owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max)
 		head++;
 		idx = AP_INBOX_INDEX(tok);
 		g = AP_TOKEN_GEN(tok);
-		if (idx >= count || !ap_state_owner_back_word(&state[idx], word, g))
+		if (idx >= count || !ap_state_owner_back_word(&state[idx], word, g)) {
+			fenced += ap_fl_fenced(&pool->fl, idx, g);
 			continue;       /* refused: counted below */
+		}
 		/* The sender wrote it if it could: then the line stays its own. */
 		if (!(AP_TOKEN_INDEX(tok) & AP_INBOX_HINTED))
 			atomic_store_explicit(&released[idx], g, memory_order_relaxed);
@@ -264,7 +280,7 @@ bool ap_owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max)
 	ap_cache_add_lent(c, -(int64_t)(top - top0));
 	ap_inbox_done(b);
 	if (head - head0 != taken)
-		ap_fl_count_bad_release(&pool->fl, head - head0 - taken);
+		count_refused(pool, head - head0 - taken, fenced);
 	return head != head0;
 }
 
@@ -554,6 +570,6 @@ int ap_owner_release(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, u
 stale:
 	if (inside)
 		ap_cache_leave(c);
-	ap_fl_count_bad_release(&pool->fl, 1);
+	ap_fl_count_refused(&pool->fl, idx, gen);
 	return -EALREADY;
 }

@@ -153,7 +153,7 @@ static inline int ap_owner_give_back(struct asyncpool *pool, struct ap_cache *c,
 	ap_cache_leave(c);
 	if (AP_LIKELY(ok))
 		return ap_fl_push(&pool->fl, idx);
-	ap_fl_count_bad_release(&pool->fl, 1);
+	ap_fl_count_refused(&pool->fl, idx, gen);
 	return -EALREADY;
 }
 

@@ -173,6 +173,8 @@ static int adopt(struct asyncpool *pool, uint32_t idx, uint32_t gen,
 	kind = ap_state_adopt(&pool->fl.state[idx], gen, pool->fl.me, pool->fl.lent_tag, &g);
 	if (!kind)
 		return stale;
+	/* The giver's generation, fenced: its release is not a double one. */
+	ap_fl_fence(&pool->fl, idx, ap_gen_prev(g));
 	if (kind == AP_K_CACHED)
 		ap_fl_lent_back(&pool->fl, 1);  /* no longer lent: leased */
 	ap_pool_lease(pool, idx, g, pool->release_fn, out);

@@ -174,6 +174,7 @@ int ap_cache_claim_lent(struct asyncpool *pool, uint32_t idx, uint32_t gen, bool
 
 		if (!ap_state_cas(s, &w, to))
 			goto out;
+		ap_fl_fence(&pool->fl, idx, g);
 		*newgen = ap_gen_next(g);
 	} else {
 		if (!ap_state_cas(s, &w, AP_W_MAKE(AP_K_FREE, pool->fl.me, g)))

@@ -138,6 +138,7 @@ AP_EXPORT int asyncpool_acquire_wait(struct asyncpool *pool, struct asyncpool_le
 			rc = -ETIMEDOUT;
 			break;
 		}
+		AP_TEST_STALL(AP_TS_WAITER_LOOKED);
 		if (ap_futex_wait(&line->wait, v,
 				  ap_sleep_until(pool->lock_fd >= 0,
 						 timeout_ns > 0 ? &deadline : NULL, &slice),

@@ -18,6 +18,7 @@ enum ap_test_stall {
 	AP_TS_INBOX_SEND,       /* a sender reserved inbox slots, before it writes them */
 	AP_TS_ORPHAN_SEEN,      /* a sender saw its owner orphaned, before it locks */
 	AP_TS_WAKER_LOOK,       /* the wait fd's thread is about to look at the pool */
+	AP_TS_WAITER_LOOKED,    /* a waiter found the pool empty, before its futex wait */
 	AP_TS_WAIT_FD_STOP,     /* a destroy is about to stop the wait fd's thread */
 	AP_TS_CACHES_FREE,      /* a destroy is about to free the caches and the depot */
 };

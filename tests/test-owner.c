@@ -180,6 +180,40 @@ static void settled_late(void)
 	is_int(asyncpool_destroy(p), 0, "settled late: destroy");
 }
 
+/*
+ * The same race decided by the owner itself: the other thread's exit
+ * sends the gathered copy to the live owner's inbox, and the owner's
+ * next refill drains it, refuses it and counts it, exactly once, before
+ * any flush.  tests/mutants/owner-drain-uncounted, lend-drain-uncounted
+ */
+static void settled_by_owner(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool_lease l, again, more[20];
+	pthread_t t;
+
+	lr.pool = p;
+	atomic_store(&held_phase, 0);
+	asyncpool_acquire(p, &l);
+	lr.token = asyncpool_lease_token(&l);
+	pthread_create(&t, NULL, hold_copy, NULL);
+	while (!atomic_load(&held_phase))
+		sched_yield();
+	is_int(asyncpool_release_token(p, lr.token), 0, "settled by the owner: its copy is taken");
+	is_int(asyncpool_acquire(p, &again), 0, "settled by the owner: acquired again");
+	atomic_store(&held_phase, 2);
+	pthread_join(t, NULL);          /* its exit sends the copy to our inbox */
+	for (int i = 0; i < 20; i++)    /* more than a cache: a refill drains the inbox */
+		if (asyncpool_acquire(p, &more[i]))
+			bail_out("settled by the owner: acquire");
+	is_int(bad_releases(p), 1, "settled by the owner: its drain refused the old copy, counted");
+	asyncpool_release_bulk(more, 20);
+	asyncpool_lease_release(&again);
+	l.release.fn = NULL;
+	whole(p, "settled by the owner");
+	is_int(asyncpool_destroy(p), 0, "settled by the owner: destroy");
+}
+
 /* ---- a stale copy is refused at once ---- */
 
 static void *stale_release(void *arg)
@@ -358,6 +392,17 @@ static void owner_exits(void)
 	atomic_store(&tr.phase, 2);
 	pthread_join(o, &res);
 	is_int((intptr_t)res, 0, "owner exits: it lent 40");
+	{
+		/* What x sent to its inbox the exiting owner decided itself,
+		 * after it set orphan (ap_owner_leave_thread): before any
+		 * flush, those 8 are free.  tests/mutants/owner-leave-no-drain */
+		unsigned nfree = 0;
+
+		for (unsigned i = 8; i < 16; i++)
+			nfree += AP_W_KIND(ap_state_load(&p->fl.state[AP_TOKEN_INDEX(tr.tok[i])])) ==
+				 AP_K_FREE;
+		is_int(nfree, 8, "owner exits: what its inbox held is decided by its exit");
+	}
 	atomic_store(&tr.phase, 3);
 	pthread_join(g, &gres);
 	is_int((intptr_t)gres, 0, "owner exits: 8 gathered before it exited, sent after");
@@ -372,6 +417,41 @@ static void owner_exits(void)
 	asyncpool_release_bulk(all, CAP);
 	whole(p, "owner exits");
 	is_int(asyncpool_destroy(p), 0, "owner exits: destroy");
+}
+
+/* ---- the audit ---- */
+
+/*
+ * asyncpool_check() of a local pool with caches: cache entries + lent ==
+ * CACHED words, exactly, in both directions.  A lent count one short
+ * (a CACHED word that no cache holds or lent: a lost buffer) and one
+ * over (more entries than words: a buffer in two places) are both
+ * -EUCLEAN.  tests/mutants/audit-local-too-few, audit-local-too-many
+ */
+static void audit_both_ways(void)
+{
+	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool_lease l[4];
+	struct ap_cache *c;
+
+	for (int i = 0; i < 4; i++)
+		if (asyncpool_acquire(p, &l[i]))
+			bail_out("audit: acquire");
+	asyncpool_lease_release(&l[3]);
+	is_int(asyncpool_check(p), 0, "audit: 3 lent, the rest cached or free: clean");
+	c = ap_cache_of(p);
+	if (!c)
+		bail_out("audit: no cache");
+	ap_cache_add_lent(c, -1);
+	is_int(asyncpool_check(p), -EUCLEAN, "audit: one lent buffer unaccounted for: EUCLEAN");
+	ap_cache_add_lent(c, 2);
+	is_int(asyncpool_check(p), -EUCLEAN, "audit: one lent buffer too many: EUCLEAN");
+	ap_cache_add_lent(c, -1);
+	is_int(asyncpool_check(p), 0, "audit: as it was: clean");
+	for (int i = 0; i < 3; i++)
+		asyncpool_lease_release(&l[i]);
+	whole(p, "audit");
+	is_int(asyncpool_destroy(p), 0, "audit: destroy");
 }
 
 /* ---- the wait fd ---- */
@@ -895,8 +975,10 @@ int main(void)
 		local_against_remote(true);
 		stale_at_once();
 		settled_late();
+		settled_by_owner();
 		in_transit();
 		owner_exits();
+		audit_both_ways();
 		wait_fd_inbox();
 		fork_half_sent();
 		id_reused();

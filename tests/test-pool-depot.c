@@ -131,6 +131,64 @@ static void test_depot(void)
 }
 
 /*
+ * A depot batch taken into a cache is stamped with the taker's owner id,
+ * in the word and in the hints (pool_cache.c, cache_own): only the owner
+ * decides a lent buffer's release, and a release on another thread is
+ * sent to the owner the hints name.  One thread leaves 48 in the depot;
+ * another, whose cache is empty, acquires one: its cache takes a batch
+ * of 8 from the depot, lends one and keeps 7, and each of the 8 must
+ * name it (word: CACHED, its id, the entry's generation; owner_of: its
+ * id; released: the generation before).  tests/mutants/depot-stamp-*
+ */
+struct stamp {
+	struct asyncpool *pool;
+	int n, words, hints;
+};
+
+static void stamp_check(struct stamp *s, const struct ap_cache *c, uint32_t idx, uint32_t g)
+{
+	uint64_t w = ap_state_load(&s->pool->fl.state[idx]);
+
+	s->n++;
+	s->words += AP_W_KIND(w) == AP_K_CACHED && AP_W_OWNER(w) == c->id && AP_W_GEN(w) == g;
+	s->hints += atomic_load(&s->pool->owner_of[idx]) == c->id &&
+		    atomic_load(&s->pool->released[idx]) == ap_gen_prev(g);
+}
+
+static void *stamp_thread(void *arg)
+{
+	struct stamp *s = arg;
+	struct asyncpool_lease l;
+	struct ap_cache *c;
+
+	if (asyncpool_acquire(s->pool, &l))
+		return NULL;
+	c = ap_cache_of(s->pool);
+	stamp_check(s, c, l.buffer_index, l.generation);
+	for (uint32_t j = 0; j < ap_cache_n(c); j++)
+		stamp_check(s, c, c->idx[j], c->gen[j]);
+	asyncpool_lease_release(&l);
+	return NULL;
+}
+
+static void test_depot_stamp(void)
+{
+	struct asyncpool *pool = make_pool(proactor, 64, BUFFERS, CACHE);
+	struct stamp s = { .pool = pool };
+	bool distinct;
+	pthread_t t;
+
+	is_int(cycle_all(pool, &distinct), BUFFERS, "stamp: one thread fills the depot");
+	if (pthread_create(&t, NULL, stamp_thread, &s) || pthread_join(t, NULL))
+		bail_out("pthread");
+	is_int(s.n, (int)pool->cache_batch, "stamp: another thread's cache took one depot batch");
+	is_int(s.words, s.n, "stamp: each word names the taker, at its entry's generation");
+	is_int(s.hints, s.n, "stamp: each hint names the taker, released the generation before");
+	is_int(asyncpool_check(pool), 0, "stamp: consistent");
+	is_int(asyncpool_destroy(pool), 0, "stamp: destroy");
+}
+
+/*
  * A waiter gets what the depot holds: with the freelist emptied first
  * (its 16 buffers popped through the test hooks), the depot's batches
  * are the only buffers left, and acquire_wait must find them.
@@ -170,6 +228,7 @@ int main(void)
 	if (asyncpool_proactor_create_memory(&proactor))
 		bail_out("proactor");
 	test_depot();
+	test_depot_stamp();
 	test_wait();
 	is_int(asyncpool_proactor_destroy(proactor), 0, "proactor destroy");
 	return done_testing();

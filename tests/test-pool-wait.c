@@ -268,6 +268,55 @@ static void test_destroy_stops_waker(void)
 	}
 }
 
+/*
+ * A waiter between its look at the list and its sleep misses no wake-up
+ * (wait_word.h): the release that finds bit 0 set changes the word (its
+ * CAS clears the bit and bumps the sequence) before it wakes, so the
+ * waiter's futex wait on the value it announced returns at once.  The
+ * waiter is held at that place (a stall point), the release runs, and
+ * the word must differ from the value the waiter will sleep on; without
+ * the bump the waiter sleeps through the only wake-up
+ * (tests/mutants/wake-no-bump).
+ */
+static atomic_int lw_held, lw_go;
+
+static void lw_stall(enum ap_test_stall p)
+{
+	if (p == AP_TS_WAITER_LOOKED && !atomic_exchange(&lw_held, 1))
+		for (int i = 0; i < 10000 && !atomic_load(&lw_go); i++)   /* bounded, 10 s */
+			usleep(1000);
+}
+
+static void test_wake_between(void)
+{
+	struct asyncpool *pool = local_pool(1, 0);
+	struct asyncpool_lease held;
+	struct waiter w;
+	uint32_t v;
+
+	is_int(asyncpool_acquire(pool, &held), 0, "wake between look and sleep: the only buffer");
+	atomic_store(&lw_held, 0);
+	atomic_store(&lw_go, 0);
+	ap_test_hook_stall = lw_stall;
+	/* A bound, so that the lost wake-up of the mutant ends (in a
+	 * failure above), not in the watchdog. */
+	start_waiter(&w, pool, (int64_t)tap_watchdog_bound(10) * 1000000000);
+	for (int i = 0; i < 10000 && !atomic_load(&lw_held); i++)
+		usleep(1000);
+	ok(atomic_load(&lw_held), "wake between look and sleep: the waiter is held after its look");
+	v = atomic_load(&pool->fl.line->wait);
+	ok(v & AP_WAIT_WAITERS, "wake between look and sleep: it announced itself");
+	asyncpool_lease_release(&held);
+	ok(atomic_load(&pool->fl.line->wait) != v,
+	   "wake between look and sleep: the release changed the word it will sleep on");
+	atomic_store(&lw_go, 1);
+	pthread_join(w.th, NULL);
+	ap_test_hook_stall = NULL;
+	is_int(atomic_load(&w.rc), 0, "wake between look and sleep: the waiter got the buffer");
+	asyncpool_lease_release(&w.lease);
+	is_int(asyncpool_destroy(pool), 0, "wake between look and sleep: destroy");
+}
+
 /* Several waiting threads, fewer buffers: every one of them gets through. */
 #define WTHREADS 6
 static atomic_long wt_errors, wt_twice, wt_done;
@@ -680,6 +729,7 @@ int main(void)
 	test_destroy_stops_waker();
 	test_thread_wake(0);
 	test_thread_wake(1);
+	test_wake_between();
 	test_many_waiters(0, rounds);
 	test_many_waiters(2, rounds);
 	test_signals();

@@ -150,6 +150,16 @@ uint64_t bad_releases(struct asyncpool *pool)
 	return st.bad_releases;
 }
 
+uint64_t fenced_releases(struct asyncpool *pool)
+{
+	struct asyncpool_stats st;
+
+	memset(&st, 0, sizeof(st));
+	st.size = sizeof(st);
+	asyncpool_stats(pool, &st);
+	return st.fenced_releases;
+}
+
 void index_queue_init(struct index_queue *q, bool pshared)
 {
 	pthread_mutexattr_t ma;

@@ -85,6 +85,8 @@ void handoff_thread(struct handoff *h, unsigned id, struct asyncpool *pool,
 
 /* The releases of pool refused as stale or foreign (its stats). */
 uint64_t bad_releases(struct asyncpool *pool);
+/* The releases of pool refused because an adoption fenced them (its stats). */
+uint64_t fenced_releases(struct asyncpool *pool);
 
 /* A positive decimal number from the environment variable name, def if it
  * is unset or empty; bail out if it is anything else. */

@@ -33,6 +33,9 @@ struct asyncpool_stats {
 	uint64_t bad_releases;     /* releases of buffers that were not leased */
 	uint64_t corruptions;      /* inconsistent shared state seen (-EUCLEAN) */
 	uint64_t empty;            /* acquires that found the pool empty */
+	/* Since 1.4: releases of a lease that an adoption had fenced, not
+	 * counted in bad_releases (asyncpool_stats(3)). */
+	uint64_t fenced_releases;
 };
 
 /* The largest per-thread cache of a pool, in buffers. */
