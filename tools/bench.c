@@ -279,6 +279,23 @@ static void body_token(struct run *r, unsigned id)
 	}
 }
 
+#ifdef ASYNCPOOL_INLINE_PATHS
+/* The inline token pair with one part left out (bench_inline.c). */
+#define BODY_INLINE(name, kind)                                          \
+	static void name(struct run *r, unsigned id)                     \
+	{                                                                \
+		(void)id;                                                \
+		sink = bench_inline(kind, r->pool, r->ops);              \
+	}
+BODY_INLINE(body_inline_pair, BENCH_INLINE_PAIR)
+BODY_INLINE(body_inline_no_window, BENCH_INLINE_NO_WINDOW)
+BODY_INLINE(body_inline_n_window, BENCH_INLINE_N_WINDOW)
+BODY_INLINE(body_inline_no_owner_hint, BENCH_INLINE_NO_OWNER_HINT)
+BODY_INLINE(body_inline_no_released, BENCH_INLINE_NO_RELEASED)
+BODY_INLINE(body_inline_no_recheck, BENCH_INLINE_NO_RECHECK)
+BODY_INLINE(body_inline_bare, BENCH_INLINE_BARE)
+#endif
+
 /* Thread 0 acquires tokens one at a time (asyncpool_acquire_tokens()) and
  * queues them; thread 1 takes them off the queue and gives each back with
  * asyncpool_release_token(), as the peers harness does. */
@@ -417,6 +434,23 @@ static const struct bench_case cases[] = {
 	{ "pool", "one thread acquires and releases", body_pool, 1, 0, "pool-cached" },
 	{ "token", "one thread acquires and releases one token at a time", body_token, 1, 0,
 	  "token-cached" },
+#ifdef ASYNCPOOL_INLINE_PATHS
+	/* What each part of the inline token pair costs: compare with token-cached. */
+	{ "inline-pair", "token-cached's inline pair rebuilt in the tool, every part kept",
+	  body_inline_pair, 1, BENCH_CACHED, NULL },
+	{ "inline-no-window", "the same without the window (busy, bypass)",
+	  body_inline_no_window, 1, BENCH_CACHED, NULL },
+	{ "inline-n-window", "the window in n's top bit: one store fewer per op",
+	  body_inline_n_window, 1, BENCH_CACHED, NULL },
+	{ "inline-no-owner-hint", "the pair without the owner_of[] read before the word",
+	  body_inline_no_owner_hint, 1, BENCH_CACHED, NULL },
+	{ "inline-no-released", "the pair without the released[] hint's store",
+	  body_inline_no_released, 1, BENCH_CACHED, NULL },
+	{ "inline-no-recheck", "the pair looking up the thread's cache once, not per call",
+	  body_inline_no_recheck, 1, BENCH_CACHED, NULL },
+	{ "inline-bare", "a stack of indices in the cache: no window, word, hint or lookup",
+	  body_inline_bare, 1, BENCH_CACHED, NULL },
+#endif
 	{ "pool-threads", "every thread acquires and releases", body_pool, 0, 0,
 	  "pool-cached-threads" },
 	{ "default-1t", "asyncpool_create() as users get it, 1 thread", body_pool, 1,

@@ -155,6 +155,16 @@ enum bench_chan_kind {
 };
 int bench_channel(enum bench_chan_kind kind, unsigned long ops, unsigned reps,
 		  struct bench_result *out);
+/*
+ * tools/bench_inline.c: the inline token pair rebuilt with one part left
+ * out (issue 34), ops pairs on the calling thread's cache of pool.
+ */
+enum bench_inline_kind {
+	BENCH_INLINE_PAIR, BENCH_INLINE_NO_WINDOW, BENCH_INLINE_N_WINDOW,
+	BENCH_INLINE_NO_OWNER_HINT, BENCH_INLINE_NO_RELEASED, BENCH_INLINE_NO_RECHECK,
+	BENCH_INLINE_BARE,
+};
+uint64_t bench_inline(enum bench_inline_kind kind, struct asyncpool *pool, unsigned long ops);
 /* tools/bench_contend.c: a pool too small for its users, with retries counted. */
 enum bench_contend_kind { CONTEND_BASELINE, CONTEND_SPIN, CONTEND_WAIT };
 int bench_contend(enum bench_contend_kind kind, unsigned long ops, unsigned reps,

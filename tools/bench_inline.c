@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `asyncpool bench 'inline-*'`: what each guarantee of the inline token
+ * pair costs (issue 34).  Each case is the pair of inline.h's
+ * __asyncpool_take() and __asyncpool_put() on the calling thread's cache,
+ * rebuilt here with one part left out, so that its time beside the full
+ * rebuild (inline-pair) and token-cached in one run is that part's
+ * price.  Variants for measuring, not for use: one thread, nothing else
+ * touching the pool, and the cache's n written back as the library keeps
+ * it when the loop ends.  Any refusal aborts: a variant never falls back.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include <asyncpool.h>
+
+#include "tool.h"
+
+#ifdef ASYNCPOOL_INLINE_PATHS
+
+#define INL_BUSY 0x80000000u
+
+/* The parts a variant keeps. */
+#define INL_WINDOW      1u      /* busy, bypass, busy: the flushers' window */
+#define INL_OWNER_HINT  2u      /* owner_of[] read before the word */
+#define INL_RELEASED    4u      /* the released[] hint stored */
+#define INL_RECHECK     8u      /* the release looks up the thread's cache again */
+#define INL_WORD        16u     /* the word compared and stored with the next generation */
+#define INL_N_WINDOW    32u     /* the window in n's top bit: one store fewer per op */
+#define INL_ALL (INL_WINDOW | INL_OWNER_HINT | INL_RELEASED | INL_RECHECK | INL_WORD)
+
+static const unsigned inl_parts[] = {
+	[BENCH_INLINE_PAIR] = INL_ALL,
+	[BENCH_INLINE_NO_WINDOW] = INL_ALL & ~INL_WINDOW,
+	[BENCH_INLINE_N_WINDOW] = (INL_ALL & ~INL_WINDOW) | INL_N_WINDOW,
+	[BENCH_INLINE_NO_OWNER_HINT] = INL_ALL & ~INL_OWNER_HINT,
+	[BENCH_INLINE_NO_RELEASED] = INL_ALL & ~INL_RELEASED,
+	[BENCH_INLINE_NO_RECHECK] = INL_ALL & ~INL_RECHECK,
+	[BENCH_INLINE_BARE] = 0,
+};
+
+static struct asyncpool_inline_cache *inl_cache(struct asyncpool *pool)
+{
+	struct asyncpool_inline_cache *c = asyncpool_inline_tc;
+
+	if (__builtin_expect(c->abi != ASYNCPOOL_INLINE_ABI || c->pool != pool, 0))
+		abort();
+	return c;
+}
+
+/*
+ * The loop, specialised by the compiler for each constant parts.  With
+ * INL_N_WINDOW the owner's count and its busy bit are one word (nb, as a
+ * later layout could publish it): the entry stores n | INL_BUSY, the exit
+ * the new n, which is also the leave.
+ */
+static inline __attribute__((always_inline)) uint64_t inl_loop(struct asyncpool *pool,
+							      unsigned long ops,
+							      const unsigned parts)
+{
+	struct asyncpool_inline_cache *c = inl_cache(pool);
+	uint32_t nb = c->n;
+	uint64_t acc = 0;
+
+	for (unsigned long i = 0; i < ops; i++) {
+		uint32_t n, idx, gen;
+		uint64_t t, w;
+
+		/* take */
+		if (parts & INL_RECHECK)
+			c = inl_cache(pool);
+		if (parts & INL_WINDOW) {
+			__atomic_store_n(&c->busy, 1, __ATOMIC_RELAXED);
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);
+			if (__builtin_expect(__atomic_load_n(&c->bypass, __ATOMIC_ACQUIRE), 0))
+				abort();
+		}
+		if (parts & INL_N_WINDOW) {
+			n = nb;
+			__atomic_store_n(&nb, n | INL_BUSY, __ATOMIC_RELAXED);
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);
+			if (__builtin_expect(__atomic_load_n(&c->bypass, __ATOMIC_ACQUIRE), 0))
+				abort();
+		} else {
+			n = __atomic_load_n(&c->n, __ATOMIC_RELAXED);
+		}
+		if (__builtin_expect(n == 0, 0))
+			abort();
+		t = (uint64_t)c->gen[n - 1] << 32 | c->idx[n - 1];
+		if (parts & INL_N_WINDOW)
+			__atomic_store_n(&nb, n - 1, __ATOMIC_RELEASE);
+		else
+			__atomic_store_n(&c->n, n - 1, __ATOMIC_RELAXED);
+		if (parts & INL_WINDOW)
+			__atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+		__asm__ volatile("" : "+r"(t));         /* the caller's use of the token */
+		acc += (uint32_t)t;
+
+		/* put */
+		if (parts & INL_RECHECK)
+			c = inl_cache(pool);
+		idx = (uint32_t)t;
+		gen = (uint32_t)(t >> 32);
+		if (__builtin_expect(idx >= c->count || gen - 1u >= 0xfffffffeu, 0))
+			abort();
+		if (parts & INL_WINDOW) {
+			__atomic_store_n(&c->busy, 1, __ATOMIC_RELAXED);
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);
+			if (__builtin_expect(__atomic_load_n(&c->bypass, __ATOMIC_ACQUIRE), 0))
+				abort();
+		}
+		if (parts & INL_N_WINDOW) {
+			n = nb;
+			__atomic_store_n(&nb, n | INL_BUSY, __ATOMIC_RELAXED);
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);
+			if (__builtin_expect(__atomic_load_n(&c->bypass, __ATOMIC_ACQUIRE), 0))
+				abort();
+		} else {
+			n = __atomic_load_n(&c->n, __ATOMIC_RELAXED);
+		}
+		w = c->owned | gen;
+		if (__builtin_expect(n == c->size, 0))
+			abort();
+		if ((parts & INL_OWNER_HINT) &&
+		    __builtin_expect(__atomic_load_n(&c->owner_of[idx], __ATOMIC_RELAXED) != c->id, 0))
+			abort();
+		if (parts & INL_WORD) {
+			if (__builtin_expect(__atomic_load_n(&c->state[idx], __ATOMIC_RELAXED) != w, 0))
+				abort();
+			__atomic_store_n(&c->state[idx], w + 1, __ATOMIC_RELAXED);
+		}
+		if (parts & INL_RELEASED)
+			__atomic_store_n(&c->released[idx], gen, __ATOMIC_RELAXED);
+		c->idx[n] = idx;
+		c->gen[n] = gen + 1;
+		if (parts & INL_N_WINDOW)
+			__atomic_store_n(&nb, n + 1, __ATOMIC_RELEASE);
+		else
+			__atomic_store_n(&c->n, n + 1, __ATOMIC_RELAXED);
+		if (parts & INL_WINDOW)
+			__atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+	}
+	if (parts & INL_N_WINDOW)
+		c->n = nb;
+	if (!(parts & INL_WORD) && ops) {
+		/* The generation moved in gen[] only: put the word where
+		 * the cache's entry says, as the library would have. */
+		uint32_t n = c->n, idx = c->idx[n - 1];
+
+		__atomic_store_n(&c->state[idx], c->owned | c->gen[n - 1], __ATOMIC_RELAXED);
+	}
+	return acc;
+}
+
+#define INL_CASE(k)                                                                  \
+	case k:                                                                      \
+		return inl_loop(pool, ops, inl_parts[k]);
+
+uint64_t bench_inline(enum bench_inline_kind kind, struct asyncpool *pool, unsigned long ops)
+{
+	uint64_t t;
+
+	/* One pair through the library first: the thread's cache is pool's. */
+	if (asyncpool_acquire_tokens(pool, &t, 1) || asyncpool_release_token(pool, t))
+		abort();
+	switch (kind) {
+		INL_CASE(BENCH_INLINE_PAIR)
+		INL_CASE(BENCH_INLINE_NO_WINDOW)
+		INL_CASE(BENCH_INLINE_N_WINDOW)
+		INL_CASE(BENCH_INLINE_NO_OWNER_HINT)
+		INL_CASE(BENCH_INLINE_NO_RELEASED)
+		INL_CASE(BENCH_INLINE_NO_RECHECK)
+		INL_CASE(BENCH_INLINE_BARE)
+	}
+	abort();
+}
+
+#endif /* ASYNCPOOL_INLINE_PATHS */
