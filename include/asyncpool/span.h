@@ -84,6 +84,10 @@ void asyncpool_lease_release_gen(struct asyncpool_lease *lease);
  * generation's here, a pool's (which takes the token, generation << 32
  * | index) inside the library.
  */
+#ifdef ASYNCPOOL_INLINE_PATHS
+/* Inline at every call: a call of its own would cost the pair more than its body. */
+__attribute__((always_inline))
+#endif
 static inline void asyncpool_lease_release(struct asyncpool_lease *lease)
 {
 	void (*fn)(void *, uint32_t);
