@@ -216,8 +216,12 @@ __asyncpool_take_n(struct asyncpool_inline_cache *c, uint64_t *tokens, unsigned 
 		return 0;
 	}
 	/* The top first, as the exported call hands them out. */
-	for (j = 0; j < n; j++)
-		tokens[j] = (uint64_t)c->gen[m - 1 - j] << 32 | c->idx[m - 1 - j];
+	{
+		const uint32_t *const cidx = c->idx + m - 1, *const cgen = c->gen + m - 1;
+
+		for (j = 0; j < n; j++)
+			tokens[j] = (uint64_t)cgen[-(ptrdiff_t)j] << 32 | cidx[-(ptrdiff_t)j];
+	}
 	__atomic_store_n(&c->n, m - n, __ATOMIC_RELAXED);
 	__asyncpool_leave(c);
 	return 1;
@@ -244,18 +248,29 @@ __asyncpool_put_n(struct asyncpool_inline_cache *c, const uint64_t *tokens, unsi
 		__asyncpool_leave(c);
 		return 0;
 	}
-	for (j = 0; j < n; j++) {
-		uint32_t idx = (uint32_t)tokens[j], gen = (uint32_t)(tokens[j] >> 32);
-		uint64_t w = c->owned | gen;
+	{
+		/* In locals: the stores below would have the compiler reload
+		 * each field per token (no one else writes them while we are
+		 * inside). */
+		uint64_t *const state = c->state;
+		uint32_t *const owner_of = c->owner_of, *const released = c->released;
+		uint32_t *const cidx = c->idx + m, *const cgen = c->gen + m;
+		const uint64_t owned = c->owned;
+		const uint32_t id = c->id;
 
-		if (__asyncpool_unlikely(
-			    __atomic_load_n(&c->owner_of[idx], __ATOMIC_RELAXED) != c->id ||
-			    __atomic_load_n(&c->state[idx], __ATOMIC_RELAXED) != w))
-			break;
-		__atomic_store_n(&c->state[idx], w + 1, __ATOMIC_RELAXED);
-		__atomic_store_n(&c->released[idx], gen, __ATOMIC_RELAXED);
-		c->idx[m + j] = idx;
-		c->gen[m + j] = gen + 1;
+		for (j = 0; j < n; j++) {
+			uint32_t idx = (uint32_t)tokens[j], gen = (uint32_t)(tokens[j] >> 32);
+			uint64_t w = owned | gen;
+
+			if (__asyncpool_unlikely(
+				    __atomic_load_n(&owner_of[idx], __ATOMIC_RELAXED) != id ||
+				    __atomic_load_n(&state[idx], __ATOMIC_RELAXED) != w))
+				break;
+			__atomic_store_n(&state[idx], w + 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&released[idx], gen, __ATOMIC_RELAXED);
+			cidx[j] = idx;
+			cgen[j] = gen + 1;
+		}
 	}
 	__atomic_store_n(&c->n, m + j, __ATOMIC_RELAXED);
 	__asyncpool_leave(c);
