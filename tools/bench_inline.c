@@ -50,6 +50,31 @@ static struct asyncpool_inline_cache *inl_cache(struct asyncpool *pool)
 }
 
 /*
+ * Enter the cache the way parts says and return its count: busy, then
+ * bypass (INL_WINDOW), or n | INL_BUSY into nb, then bypass (INL_N_WINDOW).
+ */
+static inline __attribute__((always_inline)) uint32_t
+inl_enter(struct asyncpool_inline_cache *c, uint32_t *nb, const unsigned parts)
+{
+	uint32_t n;
+
+	if (parts & INL_WINDOW)
+		__atomic_store_n(&c->busy, 1, __ATOMIC_RELAXED);
+	if (parts & INL_N_WINDOW) {
+		n = *nb;
+		__atomic_store_n(nb, n | INL_BUSY, __ATOMIC_RELAXED);
+	}
+	if (parts & (INL_WINDOW | INL_N_WINDOW)) {
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		if (__builtin_expect(__atomic_load_n(&c->bypass, __ATOMIC_ACQUIRE), 0))
+			abort();
+	}
+	if (!(parts & INL_N_WINDOW))
+		n = __atomic_load_n(&c->n, __ATOMIC_RELAXED);
+	return n;
+}
+
+/*
  * The loop, specialised by the compiler for each constant parts.  With
  * INL_N_WINDOW the owner's count and its busy bit are one word (nb, as a
  * later layout could publish it): the entry stores n | INL_BUSY, the exit
@@ -70,21 +95,7 @@ static inline __attribute__((always_inline)) uint64_t inl_loop(struct asyncpool 
 		/* take */
 		if (parts & INL_RECHECK)
 			c = inl_cache(pool);
-		if (parts & INL_WINDOW) {
-			__atomic_store_n(&c->busy, 1, __ATOMIC_RELAXED);
-			__atomic_signal_fence(__ATOMIC_SEQ_CST);
-			if (__builtin_expect(__atomic_load_n(&c->bypass, __ATOMIC_ACQUIRE), 0))
-				abort();
-		}
-		if (parts & INL_N_WINDOW) {
-			n = nb;
-			__atomic_store_n(&nb, n | INL_BUSY, __ATOMIC_RELAXED);
-			__atomic_signal_fence(__ATOMIC_SEQ_CST);
-			if (__builtin_expect(__atomic_load_n(&c->bypass, __ATOMIC_ACQUIRE), 0))
-				abort();
-		} else {
-			n = __atomic_load_n(&c->n, __ATOMIC_RELAXED);
-		}
+		n = inl_enter(c, &nb, parts);
 		if (__builtin_expect(n == 0, 0))
 			abort();
 		t = (uint64_t)c->gen[n - 1] << 32 | c->idx[n - 1];
@@ -104,21 +115,7 @@ static inline __attribute__((always_inline)) uint64_t inl_loop(struct asyncpool 
 		gen = (uint32_t)(t >> 32);
 		if (__builtin_expect(idx >= c->count || gen - 1u >= 0xfffffffeu, 0))
 			abort();
-		if (parts & INL_WINDOW) {
-			__atomic_store_n(&c->busy, 1, __ATOMIC_RELAXED);
-			__atomic_signal_fence(__ATOMIC_SEQ_CST);
-			if (__builtin_expect(__atomic_load_n(&c->bypass, __ATOMIC_ACQUIRE), 0))
-				abort();
-		}
-		if (parts & INL_N_WINDOW) {
-			n = nb;
-			__atomic_store_n(&nb, n | INL_BUSY, __ATOMIC_RELAXED);
-			__atomic_signal_fence(__ATOMIC_SEQ_CST);
-			if (__builtin_expect(__atomic_load_n(&c->bypass, __ATOMIC_ACQUIRE), 0))
-				abort();
-		} else {
-			n = __atomic_load_n(&c->n, __ATOMIC_RELAXED);
-		}
+		n = inl_enter(c, &nb, parts);
 		w = c->owned | gen;
 		if (__builtin_expect(n == c->size, 0))
 			abort();
