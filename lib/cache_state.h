@@ -127,6 +127,17 @@ static inline void ap_cache_set_n_lent(struct ap_cache *c, uint32_t n)
 	__atomic_store_n(&c->n, n, __ATOMIC_RELAXED);
 }
 
+/*
+ * The cache of a pool that does not lend (a shared pool's) holds n
+ * entries now, one buffer more or less than it did, marked leased or
+ * cached: one store.  Such a cache lends nothing, and held is not kept
+ * on its fast paths: ap_cache_lent() is a count of pools that lend only.
+ */
+static inline void ap_cache_set_n_shared(struct ap_cache *c, uint32_t n)
+{
+	__atomic_store_n(&c->n, n, __ATOMIC_RELAXED);
+}
+
 /* The owner starts using its cache: false if a flusher has it (above). */
 static inline bool ap_cache_enter(struct ap_cache *c)
 {
@@ -151,7 +162,10 @@ static inline void ap_cache_add_lent(struct ap_cache *c, int64_t d)
 	__atomic_store_n(&c->held, c->held + d, __ATOMIC_RELAXED);
 }
 
-/* What cache c lent and was not given back to it (an estimate unless c is stopped). */
+/*
+ * What cache c lent and was not given back to it (an estimate unless c
+ * is stopped); of a pool that lends only (ap_cache_set_n_shared()).
+ */
 static inline int64_t ap_cache_lent(const struct ap_cache *c)
 {
 	return __atomic_load_n(&c->held, __ATOMIC_RELAXED) - (int64_t)ap_cache_n(c);

@@ -267,15 +267,9 @@ static __attribute__((noinline)) int acquire_slow(struct asyncpool *pool,
 	}
 	if (pool->fl.lazy && !pool->cache_size)
 		return ap_lend_lease(pool, out);       /* lending without a cache */
-	if (pool->cache_size) {
-		uint64_t t = ap_cache_take_shared(pool);
-
-		if (t) {
-			ap_pool_lease(pool, AP_TOKEN_INDEX(t), AP_TOKEN_GEN(t), ap_cache_recycle, out);
-			return 0;
-		}
+	if (pool->cache_size)
+		/* asyncpool_acquire() tried the thread's cache, a shared pool's too. */
 		return cache_acquire_slow(pool, out);
-	}
 	rc = ap_pool_pop(pool, AP_K_LEASED, &idx, &gen);
 	if (AP_UNLIKELY(rc)) {
 		/* Other processes may hold buffers in their caches. */
@@ -291,11 +285,22 @@ static __attribute__((noinline)) int acquire_slow(struct asyncpool *pool,
 AP_EXPORT int asyncpool_acquire(struct asyncpool *pool, struct asyncpool_lease *out)
 {
 	AP_TEST_EXPORTED_CALL();
+	struct ap_cache *c = ap_tc_last;
+	uint64_t t;
+
 	if (AP_UNLIKELY(!out))
 		return -EINVAL;
 	/* The calling thread's cache of pool first: no stack frame. */
-	if (AP_LIKELY(ap_cache_take(pool, out)))
-		return 0;
+	if (AP_LIKELY(c->pool == pool && pool)) {
+		if (AP_LIKELY(pool->fl.lazy)) {
+			if (AP_LIKELY(ap_cache_take(pool, out)))
+				return 0;
+		} else if (AP_LIKELY(t = ap_cache_take_shared(pool, c))) {
+			/* A shared pool's: a store to the word. */
+			ap_pool_lease(pool, AP_TOKEN_INDEX(t), AP_TOKEN_GEN(t), ap_cache_recycle, out);
+			return 0;
+		}
+	}
 	return acquire_slow(pool, out);
 }
 

@@ -810,14 +810,9 @@ static __attribute__((noinline)) int acquire_tokens_rest(struct asyncpool *pool,
 							 uint64_t *tokens, unsigned int n)
 {
 	struct ap_cache *c;
-	uint64_t t;
 	int rc;
 
-	/* One token from a shared pool's cache (ap_cache_take_gen). */
-	if (n == 1 && tokens && pool && pool->cache_size && (t = ap_cache_take_shared(pool))) {
-		tokens[0] = t;
-		return 0;
-	}
+	/* (asyncpool_acquire_tokens() tried the thread's cache, a shared pool's too.) */
 	/*
 	 * One token from a pool without caches: the single pop, as
 	 * asyncpool_acquire() does (a chain of one cost twice as much: 432
@@ -846,13 +841,23 @@ static __attribute__((noinline)) int acquire_tokens_rest(struct asyncpool *pool,
 AP_EXPORT int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens, unsigned int n)
 {
 	AP_TEST_EXPORTED_CALL();
+	struct ap_cache *c = ap_tc_last;
 	uint32_t idx, gen;
+	uint64_t t;
 
 	/* One token, from the calling thread's cache: as asyncpool_acquire(),
 	 * with no stack frame. */
-	if (AP_LIKELY(n == 1 && tokens && ap_cache_take_gen(pool, &idx, &gen))) {
-		tokens[0] = AP_TOKEN_MAKE(gen, idx);
-		return 0;
+	if (AP_LIKELY(n == 1 && tokens && c->pool == pool && pool)) {
+		if (AP_LIKELY(pool->fl.lazy)) {
+			if (AP_LIKELY(ap_cache_take_gen(pool, &idx, &gen))) {
+				tokens[0] = AP_TOKEN_MAKE(gen, idx);
+				return 0;
+			}
+		} else if (AP_LIKELY(t = ap_cache_take_shared(pool, c))) {
+			/* A shared pool's: a store to the word. */
+			tokens[0] = t;
+			return 0;
+		}
 	}
 	return acquire_tokens_rest(pool, tokens, n);
 }

@@ -144,7 +144,7 @@ static void cache_free(struct ap_cache *c)
 	ap_cache_drain(c);
 	if (c->pool && c->box)
 		ap_owner_leave_thread(c);  /* its outboxes, its inbox, and its lent count */
-	else if (c->pool && ap_cache_lent(c))
+	else if (c->pool && c->pool->fl.lazy && ap_cache_lent(c))
 		atomic_fetch_add_explicit(&c->pool->fl.lent, ap_cache_lent(c), memory_order_relaxed);
 	cache_detach(c);
 	free(c);
@@ -425,32 +425,6 @@ static int cache_put(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, u
 	return 0;
 }
 
-/*
- * What ap_cache_put_lent() leaves that still needs no more than the
- * calling thread's cache: a shared pool's release, by CAS, into the
- * cache.  (A pool that lends: ap_cache_put_lent() took what an outbox
- * could; the rest is ap_owner_release()'s.)
- */
-static inline __attribute__((always_inline)) bool cache_put_other(struct asyncpool *pool,
-								   uint32_t idx, uint32_t gen)
-{
-	struct ap_cache *c = ap_tc_last;
-	bool done = false;
-
-	if (AP_LIKELY(c->pool == pool && !pool->fl.lazy && idx < pool->fl.count &&
-		      ap_cache_enter(c))) {
-		uint32_t n = c->n, back = 0;
-
-		if (AP_LIKELY(n != c->size && ap_cache_push(pool, c, n, idx, gen, &back))) {
-			ap_cache_add_lent(c, -(int64_t)back);
-			ap_cache_set_n(c, n + 1);
-			done = true;
-		}
-		ap_cache_leave(c);
-	}
-	return done;
-}
-
 /* The rest of ap_cache_release(): a full cache, another pool's, a stale release. */
 static __attribute__((noinline)) int cache_release_slow(struct asyncpool *pool, uint32_t idx,
 							 uint32_t gen)
@@ -474,12 +448,9 @@ static __attribute__((noinline)) int cache_release_slow(struct asyncpool *pool, 
 	return rc;
 }
 
-/*
- * A release of a pool with caches that ap_cache_put_lent() did not
- * take: asyncpool_release_token(), and the leases' callback below.  0,
- * or as cache_put() and ap_fl_release().
- */
-int ap_cache_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
+/* The rest of ap_cache_release(): lending without a cache, and cache_release_slow(). */
+static __attribute__((noinline)) int cache_release_rest(struct asyncpool *pool, uint32_t idx,
+							 uint32_t gen)
 {
 	struct ap_cache *c = ap_tc_last;
 
@@ -490,9 +461,20 @@ int ap_cache_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 		ap_cache_leave(c);
 		return ap_owner_release(pool, c, idx, gen);
 	}
-	if (AP_LIKELY(cache_put_other(pool, idx, gen)))
-		return 0;
 	return cache_release_slow(pool, idx, gen);
+}
+
+/*
+ * A release of a pool with caches that ap_cache_put_lent() did not
+ * take: asyncpool_release_token(), and the leases' callback below.  0,
+ * or as cache_put() and ap_fl_release().  A shared pool's common case
+ * (ap_cache_put_shared) needs no stack frame.
+ */
+int ap_cache_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
+{
+	if (!pool->fl.lazy && AP_LIKELY(ap_cache_put_shared(pool, idx, gen)))
+		return 0;
+	return cache_release_rest(pool, idx, gen);
 }
 
 /*
@@ -561,29 +543,6 @@ AP_EXPORT void asyncpool_lease_release_gen(struct asyncpool_lease *lease)
 		return;
 	}
 	((ap_release_token_fn *)(void (*)(void))fn)(ctx, AP_TOKEN_MAKE(gen, idx));
-}
-
-/*
- * ap_cache_take_gen() of a pool that does not lend (a shared pool's
- * cache, pool->cache_size != 0): the buffer is marked leased, a CAS.
- * Its token, or 0.
- */
-uint64_t ap_cache_take_shared(struct asyncpool *pool)
-{
-	struct ap_cache *c = ap_tc_last;
-	uint32_t n, gen, lent = 0;
-	uint64_t t = 0;
-
-	if (c->pool == pool && !pool->fl.lazy && ap_cache_enter(c)) {
-		/* n only once inside: a flusher may have emptied it. */
-		if (AP_LIKELY((n = c->n) != 0) &&
-		    AP_LIKELY((gen = ap_cache_lend(pool, c, n - 1, &lent)))) {
-			t = AP_TOKEN_MAKE(gen, c->idx[n - 1]);
-			ap_cache_set_n(c, n - 1);
-		}
-		ap_cache_leave(c);
-	}
-	return t;
 }
 
 int ap_cache_acquire_once(struct asyncpool *pool, struct asyncpool_lease *out)
@@ -707,7 +666,8 @@ uint32_t ap_cache_count(const struct asyncpool *pool, int64_t *lent, uint32_t *t
 	pthread_mutex_lock(&ap_cache_lock);
 	for (const struct ap_cache *c = pool->caches; c; c = c->reg_next) {
 		n += ap_cache_n(c);
-		out += ap_cache_lent(c);
+		if (pool->fl.lazy)      /* a shared pool's caches lend nothing */
+			out += ap_cache_lent(c);
 		for (uint32_t k = 0; k < AP_OUTBOXES; k++)
 			moving += __atomic_load_n(&c->outbox[k].n, __ATOMIC_RELAXED);
 	}

@@ -106,8 +106,9 @@ static inline __attribute__((always_inline)) bool ap_cache_put_lent(struct async
 	struct ap_cache *c = ap_tc_last;
 	uint32_t n, o;
 
-	/* ap_tc_last->pool is this pool only if it has caches. */
-	if (AP_LIKELY(c->pool == pool && pool->fl.lazy && idx < pool->fl.count &&
+	/* ap_tc_last->pool is this pool only if it has caches.  (pool is
+	 * not NULL; lazy first: a shared pool's release looks no further.) */
+	if (AP_LIKELY(pool->fl.lazy && c->pool == pool && idx < pool->fl.count &&
 		      ap_cache_enter(c))) {
 		n = c->n;
 		o = ap_owner_hint(pool, idx);
@@ -129,12 +130,10 @@ static inline __attribute__((always_inline)) bool ap_cache_put_lent(struct async
  * Lease a buffer from the calling thread's cache of pool, if it has one
  * with a buffer in it: the fast path of asyncpool_acquire().  A pool
  * that lends hands it out here, inline, with nothing to spill; a shared
- * pool's cache marks it leased out of line (ap_cache_take_shared).  A
- * buffer that is not in the cached state is left to the slow path,
- * which drops it and counts a corruption.
+ * pool's cache marks it leased (ap_cache_take_shared, below).  A buffer
+ * that is not in the cached state is left to the slow path, which drops
+ * it and counts a corruption.
  */
-uint64_t ap_cache_take_shared(struct asyncpool *pool);
-
 static inline __attribute__((always_inline)) bool ap_cache_take_gen(struct asyncpool *pool,
 								     uint32_t *idx, uint32_t *gen)
 {
@@ -169,6 +168,75 @@ static inline bool ap_cache_take(struct asyncpool *pool, struct asyncpool_lease 
 		return true;
 	}
 	return false;
+}
+
+/*
+ * ap_cache_take_gen() of a pool that does not lend, from c, the calling
+ * thread's cache of pool (the caller looked): the top buffer is marked
+ * leased, CACHED(me, g) -> LEASED(me, g), a load and a store
+ * (asyncpool-shared(7): only its holder writes a CACHED word).  Its
+ * token, or 0: none left, a flusher inside, or a word that is not as
+ * cached (the slow path drops that one and counts a corruption).
+ * Inline, with nothing to spill, in the exported acquires.
+ */
+static inline __attribute__((always_inline)) uint64_t ap_cache_take_shared(struct asyncpool *pool,
+									 struct ap_cache *c)
+{
+	uint64_t t = 0;
+	uint32_t n, idx, gen;
+
+	if (AP_LIKELY(ap_cache_enter(c))) {
+		/* n only once inside: a flusher may have emptied it. */
+		if (AP_LIKELY((n = c->n) != 0)) {
+			idx = c->idx[n - 1];
+			gen = ap_state_cached_to_leased(&pool->fl.state[idx], pool->fl.me, c->gen[n - 1]);
+			if (AP_LIKELY(gen)) {
+				t = AP_TOKEN_MAKE(gen, idx);
+				ap_cache_set_n_shared(c, n - 1);
+			}
+		}
+		ap_cache_leave(c);
+	}
+	return t;
+}
+
+/*
+ * The common release of a pool that does not lend (a shared pool's):
+ * buffer idx, of a lease of generation gen (not 0), into the calling
+ * thread's cache of pool while it has room, by one CAS LEASED(any
+ * holder, gen) -> CACHED(me, gen + 1) (asyncpool-shared(7)).  false
+ * leaves everything else (another pool's cache, a full one, a flusher
+ * inside, a refused or racing copy: nothing changed) to
+ * ap_cache_release(), which decides and counts.  Inline, with nothing
+ * to spill.
+ */
+static inline __attribute__((always_inline)) bool ap_cache_put_shared(struct asyncpool *pool,
+								       uint32_t idx, uint32_t gen)
+{
+	struct ap_cache *c = ap_tc_last;
+	uint32_t n;
+	uint64_t w;
+	bool done = false;
+
+	if (AP_UNLIKELY(c->pool != pool || !pool || pool->fl.lazy || idx >= pool->fl.count || !gen))
+		return false;
+	if (AP_LIKELY(ap_cache_enter(c))) {
+		n = c->n;
+		w = ap_state_load(&pool->fl.state[idx]);
+		if (AP_LIKELY(n != c->size && ap_state_lease_gen(w, gen, AP_NO_LENT))) {
+			AP_TEST_STALL(AP_TS_CACHE_CLAIM);
+			if (AP_LIKELY_CAS(ap_state_cas(&pool->fl.state[idx], &w,
+						       AP_W_MAKE(AP_K_CACHED, pool->fl.me,
+								 ap_gen_next(gen))))) {
+				c->idx[n] = idx;
+				c->gen[n] = ap_gen_next(gen);
+				ap_cache_set_n_shared(c, n + 1);
+				done = true;
+			}
+		}
+		ap_cache_leave(c);
+	}
+	return done;
 }
 
 /* The calling thread's cache of pool, made if it has none: NULL if out of memory. */

@@ -199,6 +199,10 @@ static __attribute__((noinline)) int release_token_rest(struct asyncpool *pool, 
 {
 	int rc;
 
+	/* Into a shared pool's cache, by its CAS: no stack frame (ap_cache_put_shared). */
+	if (!pool->fl.lazy &&
+	    AP_LIKELY(ap_cache_put_shared(pool, AP_TOKEN_INDEX(token), AP_TOKEN_GEN(token))))
+		return 0;
 	/* Into the calling thread's cache, as a lease's release goes. */
 	if (ap_pool_cached(pool))
 		rc = ap_cache_release(pool, AP_TOKEN_INDEX(token), AP_TOKEN_GEN(token));
