@@ -22,10 +22,13 @@
  * one releaser between its check of the word and its CAS
  * (AP_TS_CACHE_CLAIM, AP_TS_RELEASE_CLAIM: lib/test_stall.h) until the
  * other's release is complete, into its own cache or to the freelist of
- * a shared pool without caches (a local one lends without them).  Exactly one of the two must win, the other be
- * refused (-ESTALE) and counted, and the pool stay whole; a claim made
- * of a check and a plain store lets both win
- * (tests/mutants/cache-release-plain-store, release-claim-plain-store).
+ * a shared pool without caches (a local one lends without them), the
+ * stalled one by a single release or by asyncpool_release_tokens() (a
+ * shared pool's cache takes each by its own CAS).  Exactly one of the
+ * two must win, the other be refused (-ESTALE) and counted, and the pool
+ * stay whole; a claim made of a check and a plain store lets both win
+ * (tests/mutants/shared-put-plain-store, cache-release-plain-store,
+ * release-claim-plain-store).
  */
 #include "config.h"
 
@@ -103,6 +106,7 @@ static void *worker(void *arg)
 struct pair {
 	struct asyncpool *pool;
 	uint64_t token;
+	bool bulk;                      /* the stalled copy goes by asyncpool_release_tokens() */
 	int rc[2];
 	_Atomic int stalled, released, warm;
 	pthread_barrier_t go;
@@ -135,7 +139,8 @@ static void *pair_worker(void *arg)
 	pthread_barrier_wait(&pr->go);
 	if (me == 0) {
 		stall_me = true;
-		pr->rc[0] = asyncpool_release_token(pr->pool, pr->token);
+		pr->rc[0] = pr->bulk ? asyncpool_release_tokens(pr->pool, &pr->token, 1)
+				     : asyncpool_release_token(pr->pool, pr->token);
 	} else {
 		while (!atomic_load(&pr->stalled))
 			sched_yield();
@@ -153,9 +158,9 @@ static void *pair_worker(void *arg)
  * when it looks at its inbox (the flush below), counting it
  * (pool_owner.c; tests/mutants/owner-drain-unchecked).
  */
-static void race_pair(struct asyncpool *pool, const char *what, bool owned)
+static void race_pair(struct asyncpool *pool, const char *what, bool owned, bool bulk)
 {
-	struct pair pr = { .pool = pool };
+	struct pair pr = { .pool = pool, .bulk = bulk };
 	struct asyncpool_lease l;
 	struct asyncpool_stats st;
 	pthread_t t[2];
@@ -291,14 +296,23 @@ int main(void)
 
 		if (asyncpool_create(region, &pool) || asyncpool_set_cache(pool, CACHE))
 			bail_out("create");
-		race_pair(pool, "local pool", true);
+		race_pair(pool, "local pool", true, false);
 		is_int(asyncpool_destroy(pool), 0, "local pool: destroy");
 		memset(mem, 0, mem_size);
 		if (asyncpool_create_shared(mem, mem_size, region, &pool) ||
 		    asyncpool_set_cache(pool, CACHE))
 			bail_out("create_shared");
-		race_pair(pool, "shared layout", false);
+		race_pair(pool, "shared layout", false, false);
 		is_int(asyncpool_destroy(pool), 0, "shared layout: destroy");
+		/* the bulk release's claim into a shared pool's cache is
+		 * another CAS (ap_cache_push) than the single one's
+		 * (ap_cache_put_shared) */
+		memset(mem, 0, mem_size);
+		if (asyncpool_create_shared(mem, mem_size, region, &pool) ||
+		    asyncpool_set_cache(pool, CACHE))
+			bail_out("create_shared");
+		race_pair(pool, "shared layout, bulk", false, true);
+		is_int(asyncpool_destroy(pool), 0, "shared layout, bulk: destroy");
 		/* no caches: a local pool still lends (pool_lend.c, "Lending
 		 * without a cache"), so the owner decides as above; a shared
 		 * layout's releases both go to the freelist, by CAS.
@@ -306,12 +320,12 @@ int main(void)
 		 * them back. */
 		if (asyncpool_create(region, &pool) || asyncpool_set_cache(pool, 0))
 			bail_out("create");
-		race_pair(pool, "local pool, no cache", true);
+		race_pair(pool, "local pool, no cache", true, false);
 		is_int(asyncpool_destroy(pool), 0, "local pool, no cache: destroy");
 		memset(mem, 0, mem_size);
 		if (asyncpool_create_shared(mem, mem_size, region, &pool))
 			bail_out("create_shared");
-		race_pair(pool, "shared layout, no cache", false);
+		race_pair(pool, "shared layout, no cache", false, false);
 		is_int(asyncpool_destroy(pool), 0, "shared layout, no cache: destroy");
 	}
 
