@@ -203,14 +203,23 @@ static inline bool take(struct ap_freelist *fl, uint32_t i, uint64_t seen, uint3
 	return true;
 }
 
+/* A local pool's take, the word marked mark | its next generation (ap_fl_pop_mark). */
+static inline bool take_marked(struct ap_freelist *fl, uint32_t i, uint64_t seen, uint64_t mark,
+			       uint32_t *gen)
+{
+	*gen = ap_gen_next(AP_W_GEN(seen));
+	atomic_store_explicit(&fl->state[i], mark | *gen, memory_order_relaxed);
+	return true;
+}
+
 /*
  * The pop, with the step st of our attachment or NULL; inlined into the
  * two callers below, so that a pool without attachment (a local pool,
  * raw shared memory) runs a copy with no step code at all.
  */
 static inline __attribute__((always_inline)) int pop_one(struct ap_freelist *fl, uint32_t kind,
-							uint32_t *idx, uint32_t *gen,
-							struct ap_step *st)
+							uint64_t mark, uint32_t *idx,
+							uint32_t *gen, struct ap_step *st)
 {
 	struct ap_pool_head *line = fl->line;
 	uint64_t h = atomic_load_explicit(&line->head, memory_order_acquire);
@@ -250,7 +259,8 @@ static inline __attribute__((always_inline)) int pop_one(struct ap_freelist *fl,
 							  memory_order_acquire,
 							  memory_order_acquire)) {
 			AP_TEST_AT(AP_TP_POP_CASED);
-			if (AP_LIKELY(take(fl, i, w, kind, gen))) {
+			if (AP_LIKELY(mark ? take_marked(fl, i, w, mark, gen) :
+					  take(fl, i, w, kind, gen))) {
 				*idx = i;
 				return 0;
 			}
@@ -267,7 +277,7 @@ static __attribute__((noinline)) int pop_attached(struct ap_freelist *fl, uint32
 						  uint32_t *idx, uint32_t *gen)
 {
 	struct ap_step *st = step_begin(fl);
-	int rc = pop_one(fl, kind, idx, gen, st);
+	int rc = pop_one(fl, kind, 0, idx, gen, st);
 
 	step_end(fl, st);
 	return rc;
@@ -277,7 +287,19 @@ int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *ge
 {
 	if (fl->att)
 		return pop_attached(fl, kind, idx, gen);
-	return pop_one(fl, kind, idx, gen, NULL);
+	return pop_one(fl, kind, 0, idx, gen, NULL);
+}
+
+int ap_fl_pop_mark(struct ap_freelist *fl, uint64_t mark, uint64_t *token)
+{
+	uint32_t idx, gen;
+	int rc;
+
+	if (AP_UNLIKELY(fl->att || fl->shared || !mark))
+		return -EINVAL;
+	rc = pop_one(fl, 0, mark, &idx, &gen, NULL);
+	*token = rc ? 0 : (uint64_t)gen << 32 | idx;      /* a token's encoding (lease.h) */
+	return rc;
 }
 
 /* Give back buffers a chain pop marked (its own: a store, at the generations they had), then retry. */

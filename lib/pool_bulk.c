@@ -805,37 +805,23 @@ static int acquire_tokens(struct asyncpool *pool, struct ap_cache *c, uint64_t *
 	return 0;
 }
 
-/* asyncpool_acquire_tokens() but for one token from the calling thread's cache. */
 /*
- * One token from a pool without caches: the single pop, as
+ * One token from a pool without caches that does not lend (a shared
+ * one; a local one lends: ap_lend_token()): the single pop, as
  * asyncpool_acquire() does (a chain of one cost twice as much: 432
  * instructions a pair against 238).  What it returns is what the chain
  * would: 0, or -ENOBUFS or -EUCLEAN with the token zeroed.  A function
  * of its own: inside acquire_tokens_rest() it paid the bulk paths'
  * frame, 44 instructions a pair for a call and a shift.
  */
-static inline int one_token(int rc, uint32_t idx, uint32_t gen, uint64_t *token)
-{
-	*token = rc ? 0 : AP_TOKEN_MAKE(gen, idx);
-	return rc;
-}
-
 static __attribute__((noinline)) int acquire_one_uncached(struct asyncpool *pool,
 							  uint64_t *token)
 {
 	uint32_t idx, gen;
 	int rc = ap_pool_pop(pool, AP_K_LEASED, &idx, &gen);
 
-	return one_token(rc, idx, gen, token);
-}
-
-/* The same from a pool that lends (a local one): apart, so that its frame stays small. */
-static __attribute__((noinline)) int acquire_one_lent(struct asyncpool *pool, uint64_t *token)
-{
-	uint32_t idx, gen;
-	int rc = ap_lend_acquire(pool, &idx, &gen);
-
-	return one_token(rc, idx, gen, token);
+	*token = rc ? 0 : AP_TOKEN_MAKE(gen, idx);
+	return rc;
 }
 
 static __attribute__((noinline)) int acquire_tokens_rest(struct asyncpool *pool,
@@ -879,7 +865,7 @@ AP_EXPORT int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens,
 		}
 	}
 	if (n == 1 && tokens && pool && !pool->cache_size)
-		return pool->fl.lazy ? acquire_one_lent(pool, tokens) :
+		return pool->fl.lazy ? ap_lend_token(pool, tokens) :
 				       acquire_one_uncached(pool, tokens);
 	return acquire_tokens_rest(pool, tokens, n);
 }

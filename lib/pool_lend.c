@@ -61,28 +61,54 @@ uint32_t ap_lend_pop(struct asyncpool *pool, struct ap_cache *c, char *idx, char
 	return done;
 }
 
-/* A single pop marked cached, lent by c (ap_pool_pop(): cheaper for one than ap_lend_pop()). */
-static inline void lend_one(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, uint32_t gen)
+/*
+ * One buffer popped already marked as c's (c entered, of no entries):
+ * the word written once, by the pop (ap_fl_pop_mark), then the hints
+ * and the lent count.  The refund of a pool with a depot, as
+ * ap_pool_pop() does.  Its token in *token (0 on an error).
+ */
+static inline __attribute__((always_inline)) int lend_own(struct asyncpool *pool,
+							 struct ap_cache *c, uint64_t *token)
 {
-	ap_own_buffer(pool, c->id, idx, gen);
-	ap_cache_add_lent(c, 1);
-}
+	const uint64_t mark = ap_owned_word(c->id, 0);
+	int rc = ap_fl_pop_mark(&pool->fl, mark, token);
+	uint64_t t;
 
-/* One buffer, lent by the calling thread's cache if it can (else leased): 0 or -errno. */
-static int lend_pop(struct asyncpool *pool, uint32_t *idx, uint32_t *gen)
-{
-	struct ap_cache *c = ap_lend_enter(pool);
-	int rc = ap_pool_pop(pool, c ? AP_K_CACHED : AP_K_LEASED, idx, gen);
-
-	if (c) {
-		if (!rc)
-			lend_one(pool, c, *idx, *gen);
-		ap_cache_leave(c);
+	if (ap_pool_refunded(pool, rc))
+		rc = ap_fl_pop_mark(&pool->fl, mark, token);
+	if (AP_LIKELY(!rc)) {
+		t = *token;
+		ap_own_hints(pool->released, pool->owner_of, c->id, AP_TOKEN_INDEX(t),
+			     AP_TOKEN_GEN(t));
+		ap_cache_add_lent(c, 1);
 	}
 	return rc;
 }
 
-int ap_lend_acquire(struct asyncpool *pool, uint32_t *idx, uint32_t *gen)
+/* One buffer, lent by the calling thread's cache if it can (else leased): 0 or -errno. */
+static int lend_pop(struct asyncpool *pool, uint64_t *token)
+{
+	struct ap_cache *c = ap_lend_enter(pool);
+	uint32_t idx, gen;
+	int rc;
+
+	if (!c) {
+		rc = ap_pool_pop(pool, AP_K_LEASED, &idx, &gen);
+		*token = rc ? 0 : AP_TOKEN_MAKE(gen, idx);
+		return rc;
+	}
+	rc = lend_own(pool, c, token);
+	ap_cache_leave(c);
+	return rc;
+}
+
+/*
+ * The single acquire, one function on the common path (issue 34): the
+ * thread's cache looked up once, its window, the inbox, the pop that
+ * marks the word as ours, the hints.  0 with the buffer's token in
+ * *token, or -errno with 0 there.
+ */
+int ap_lend_token(struct asyncpool *pool, uint64_t *token)
 {
 	struct ap_cache *c = ap_tc_last;
 	int rc;
@@ -93,31 +119,31 @@ int ap_lend_acquire(struct asyncpool *pool, uint32_t *idx, uint32_t *gen)
 
 		if (AP_UNLIKELY(b->head != atomic_load_explicit(&b->tail, memory_order_relaxed)))
 			(void)ap_owner_drain(pool, c, b->mask + 1);
-		rc = ap_pool_pop(pool, AP_K_CACHED, idx, gen);
-		if (AP_LIKELY(!rc))
-			lend_one(pool, c, *idx, *gen);
+		rc = lend_own(pool, c, token);
 		ap_cache_leave(c);
+		if (AP_LIKELY(!rc))
+			return 0;
 	} else {
-		rc = lend_pop(pool, idx, gen);
+		rc = lend_pop(pool, token);
 	}
 
 	/* Releases on their way to an owner come back, as for a pool with
 	 * caches (ap_cache_acquire_slow), then one more try. */
 	if (rc == -ENOBUFS && ap_cache_flush_others(pool, false) > 0)
-		rc = lend_pop(pool, idx, gen);
+		rc = lend_pop(pool, token);
 	return rc;
 }
 
 int ap_lend_lease(struct asyncpool *pool, struct asyncpool_lease *out)
 {
-	uint32_t idx, gen;
-	int rc = ap_lend_acquire(pool, &idx, &gen);
+	uint64_t t;
+	int rc = ap_lend_token(pool, &t);
 
 	if (AP_UNLIKELY(rc)) {
 		memset(out, 0, sizeof(*out));
 		return rc;
 	}
-	ap_pool_lease(pool, idx, gen, ap_cache_recycle, out);
+	ap_pool_lease(pool, AP_TOKEN_INDEX(t), AP_TOKEN_GEN(t), ap_cache_recycle, out);
 	return 0;
 }
 

@@ -6,7 +6,8 @@
 
 /*
  * Lending without a cache (pool_lend.c): a local pool with cache_size
- * 0.  ap_lend_acquire() is its single acquire (0 or -errno).
+ * 0.  ap_lend_token() is its single acquire (0 with the buffer's
+ * token, or -errno with 0).
  * ap_lend_enter() is the calling thread's cache of no entries, entered,
  * its inbox emptied, or NULL (none, or a flusher has it: the caller
  * pops as a pool that does not lend); ap_lend_pop() pops n buffers
@@ -18,8 +19,8 @@
  * rest[], how many is returned, for ap_owner_release().
  */
 #define AP_LEND_CHUNK 32u       /* buffers per CAS of a bulk lend (asyncpool_acquire_bulk(3)) */
-int ap_lend_acquire(struct asyncpool *pool, uint32_t *idx, uint32_t *gen);
-/* ap_lend_acquire() into a lease: 0, or -errno with *out zeroed. */
+int ap_lend_token(struct asyncpool *pool, uint64_t *token);
+/* ap_lend_token() into a lease: 0, or -errno with *out zeroed. */
 int ap_lend_lease(struct asyncpool *pool, struct asyncpool_lease *out);
 struct ap_cache *ap_lend_enter(struct asyncpool *pool);
 uint32_t ap_lend_pop(struct asyncpool *pool, struct ap_cache *c, char *idx, char *gen,
