@@ -34,7 +34,8 @@ default-1t default-cached-1t default-2t default-cached-2t default-8t default-cac
 handoff handoff-cached
 handoff-shuffled handoff-shuffled-cached
 handoff-token handoff-token-cached handoff-token-shared handoff-token-shared-cached
-bulk32 bulk32-cached tokens32 tokens32-cached shared-2proc shared-2proc-cached
+bulk32 bulk32-cached tokens32 tokens32-cached
+tokens32-2t tokens32-cached-2t tokens32-2t-shuffled tokens32-cached-2t-shuffled shared-2proc shared-2proc-cached
 shared-1t shared-cached-1t shared-token-1t shared-token-cached-1t shared-2t shared-cached-2t shared-2p shared-cached-2p
 wake-threads wake-2proc
 chan-latency chan-2proc-1 chan-2proc-32 chan-wake-2proc chan-floor-line chan-floor-futex

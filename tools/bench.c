@@ -471,6 +471,11 @@ static const struct bench_case cases[] = {
 	{ "bulk32", "32 leases per call (time per buffer)", body_bulk, 1, 0, "bulk32-cached" },
 	{ "tokens32", "32 tokens per call, no leases (time per buffer)", body_tokens, 1, 0,
 	  "tokens32-cached" },
+	/* Two threads' buffers interleaved in the pool's words (after a
+	 * hand-off, say): the releases' stores then share cache lines. */
+	{ "tokens32-2t", "tokens32 on 2 threads", body_tokens, 2, 0, "tokens32-cached-2t" },
+	{ "tokens32-2t-shuffled", "the same, on a freelist put in a random order first",
+	  body_tokens, 2, BENCH_SHUFFLED, "tokens32-cached-2t-shuffled" },
 	{ "shared-2proc", "a shared pool used by two processes at once",
 	  NULL, 2, BENCH_PROCESSES, "shared-2proc-cached" },
 	{ "shared-1t", "a pool of asyncpool_shared_create(), 1 thread", body_pool, 1,
