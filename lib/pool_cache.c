@@ -21,6 +21,7 @@
 #include "pool_cache.h"
 #include "pool_bypass.h"
 #include "pool_depot.h"
+#include "pool_lend.h"
 #include "pool_owner.h"
 #include "pool_takeover.h"
 #include "pool_pop.h"
@@ -710,8 +711,17 @@ int ap_pool_cache_init(struct asyncpool *pool, uint32_t cache_size)
 	lending = pool->fl.lazy;        /* already, without a cache */
 	if (!cache_size && (lending || !ap_mb_available()))
 		return 0;
+	/* Caches set on a pool that lent without: its depot's batches, of
+	 * another size, go back to the freelist (a call before any use, as
+	 * asyncpool_set_cache(3) asks, finds it empty). */
+	if (pool->depot) {
+		(void)ap_depot_drain(pool);
+		ap_depot_free(pool);
+	}
 	pool->cache_batch = (cache_size + 1) / 2;      /* the depot's slots hold one */
-	if (cache_size && !pool->shared && ap_depot_init(pool))
+	/* A local pool's depot: a cache's batch, or without caches the
+	 * bulk lends' (pool_lend.c). */
+	if (!pool->shared && ap_depot_init(pool, cache_size ? pool->cache_batch : AP_LEND_CHUNK))
 		return -ENOMEM;
 	if (!lending && !pool->shared && ap_mb_available() && ap_owner_table_init(pool)) {
 		ap_depot_free(pool);

@@ -37,6 +37,10 @@
 struct ap_depot {
 	struct {
 		_Alignas(AP_CACHE_LINE) _Atomic uint32_t word;
+		/* The owner whose words and hints a lend's batch left as
+		 * they are (pool_lend.c), 0 for a cache's: written by the
+		 * slot's holder, read by the next. */
+		uint32_t owner;
 	} slot[AP_DEPOT_SLOTS];
 	uint32_t batch;
 	uint32_t idx[];         /* AP_DEPOT_SLOTS x batch, then as many generations */
@@ -78,17 +82,17 @@ static uint32_t uncache(struct asyncpool *pool, uint32_t *v, uint32_t *gens, uin
 	return kept;
 }
 
-int ap_depot_init(struct asyncpool *pool)
+int ap_depot_init(struct asyncpool *pool, uint32_t batch)
 {
 	struct ap_depot *d;
-	size_t size = ap_align_up(sizeof(*d) + 2 * (size_t)AP_DEPOT_SLOTS * pool->cache_batch *
+	size_t size = ap_align_up(sizeof(*d) + 2 * (size_t)AP_DEPOT_SLOTS * batch *
 				  sizeof(uint32_t), AP_CACHE_LINE);
 
 	d = aligned_alloc(AP_CACHE_LINE, size);
 	if (!d)
 		return -ENOMEM;
 	memset(d, 0, size);
-	d->batch = pool->cache_batch;
+	d->batch = batch;
 	pool->depot = d;
 	return 0;
 }
@@ -134,6 +138,7 @@ bool ap_depot_put(struct asyncpool *pool, struct ap_cache *c)
 		return false;
 	memcpy(slot_idx(d, s), &c->idx[n - k], k * sizeof(uint32_t));
 	memcpy(slot_gen(d, s), &c->gen[n - k], k * sizeof(uint32_t));
+	d->slot[s].owner = 0;
 	ap_cache_set_n(c, n - k);       /* before the slot is full: fork (above) */
 	slot_let_go(d, s, k);
 	return true;
@@ -151,6 +156,31 @@ uint32_t ap_depot_take(struct asyncpool *pool, struct ap_cache *c)
 	ap_cache_set_n(c, k);           /* before the slot is empty: fork (above) */
 	slot_let_go(d, s, 0);
 	return k;
+}
+
+bool ap_depot_grab(struct asyncpool *pool, bool full, struct ap_depot_slot *sl)
+{
+	struct ap_depot *d = pool->depot;
+
+	sl->s = slot_grab(d, full, &sl->n);
+	if (sl->s == AP_DEPOT_SLOTS)
+		return false;
+	sl->idx = slot_idx(d, sl->s);
+	sl->gen = slot_gen(d, sl->s);
+	sl->batch = d->batch;
+	sl->owner = d->slot[sl->s].owner;
+	return true;
+}
+
+uint32_t ap_depot_batch(const struct asyncpool *pool)
+{
+	return pool->depot ? pool->depot->batch : UINT32_MAX;
+}
+
+void ap_depot_let_go(struct asyncpool *pool, const struct ap_depot_slot *sl, uint32_t count)
+{
+	pool->depot->slot[sl->s].owner = sl->owner;
+	slot_let_go(pool->depot, sl->s, count);
 }
 
 int ap_depot_drain(struct asyncpool *pool)

@@ -25,7 +25,7 @@ void ap_cache_drain(struct ap_cache *c);
  * cache c (entered); drain gives every full slot back to the freelist
  * (how many buffers); count is what the slots hold.
  */
-int ap_depot_init(struct asyncpool *pool);
+int ap_depot_init(struct asyncpool *pool, uint32_t batch);
 void ap_depot_free(struct asyncpool *pool);
 bool ap_depot_put(struct asyncpool *pool, struct ap_cache *c);
 uint32_t ap_depot_take(struct asyncpool *pool, struct ap_cache *c);
@@ -33,5 +33,22 @@ int ap_depot_drain(struct asyncpool *pool);
 uint32_t ap_depot_count(const struct asyncpool *pool);
 bool ap_depot_holds(struct asyncpool *pool, uint32_t idx);
 void ap_depot_forget_busy(struct asyncpool *pool);
+
+/*
+ * A slot the caller holds (BUSY), filled or emptied in place by the
+ * bulk lends of a pool without caches (pool_lend.c): its arrays, the
+ * count it held, the batch it holds at most, and the owner id whose
+ * words and hints its entries are (0: unknown, a cache's batch).  grab
+ * takes a full slot (full) or an empty one: false if none; let go
+ * leaves count entries in it, idx[0..count), of owner.
+ */
+struct ap_depot_slot {
+	uint32_t *idx, *gen;
+	uint32_t s, n, batch, owner;
+};
+bool ap_depot_grab(struct asyncpool *pool, bool full, struct ap_depot_slot *sl);
+/* What a slot holds at most: UINT32_MAX without a depot. */
+uint32_t ap_depot_batch(const struct asyncpool *pool);
+void ap_depot_let_go(struct asyncpool *pool, const struct ap_depot_slot *sl, uint32_t count);
 
 #endif /* ASYNCPOOL_POOL_DEPOT_H */

@@ -16,6 +16,7 @@
  */
 #include "pool_lend.h"
 #include "pool_cache.h"
+#include "pool_depot.h"
 #include "pool_owner.h"
 #include "pool_takeover.h"
 #include "pool_pop.h"
@@ -32,15 +33,53 @@ struct ap_cache *ap_lend_enter(struct asyncpool *pool)
 	return c;
 }
 
+/*
+ * Full depot batches first (pool_depot.c): arrays, no walk of the
+ * freelist.  A batch this owner put there is lent as it is: its words
+ * are ours at the generation of the next lease, and its hints are
+ * what our own lend would write.  Another's is stamped ours, as a
+ * refill stamps a depot batch (ap_own_buffer).  Counted lent before
+ * the slot is let go (a fork, pool_depot.c).  How many records it
+ * filled.
+ */
+static uint32_t lend_from_depot(struct asyncpool *pool, struct ap_cache *c, char *idx, char *gen,
+				size_t stride, uint32_t n)
+{
+	struct ap_depot_slot sl;
+	uint32_t done = 0;
+
+	while (done < n && ap_depot_grab(pool, true, &sl)) {
+		uint32_t k = n - done < sl.n ? n - done : sl.n, from = sl.n - k;
+		const uint32_t *v = sl.idx, *g = sl.gen;
+
+		if (sl.owner != c->id)
+			for (uint32_t j = from; j < sl.n; j++)
+				ap_own_buffer(pool, c->id, v[j], g[j]);
+		for (uint32_t j = from; j < sl.n; j++, idx += stride, gen += stride) {
+			memcpy(idx, &v[j], sizeof(uint32_t));
+			memcpy(gen, &g[j], sizeof(uint32_t));
+		}
+		ap_cache_add_lent(c, k);
+		ap_depot_let_go(pool, &sl, from);       /* the rest as they were */
+		done += k;
+	}
+	return done;
+}
+
 uint32_t ap_lend_pop(struct asyncpool *pool, struct ap_cache *c, char *idx, char *gen,
 		     size_t stride, uint32_t n, int *rc)
 {
 	/* In locals: the records' stores may alias anything. */
 	_Atomic uint32_t *const released = pool->released, *const owner_of = pool->owner_of;
 	const uint32_t id = c->id;
-	uint32_t v[AP_LEND_CHUNK], g[AP_LEND_CHUNK], done = 0;
+	uint32_t v[AP_LEND_CHUNK], g[AP_LEND_CHUNK], done = 0, popped = 0;
 	int err = 0;
 
+	if (pool->depot) {
+		done = lend_from_depot(pool, c, idx, gen, stride, n);
+		idx += (size_t)done * stride;
+		gen += (size_t)done * stride;
+	}
 	while (done < n) {
 		uint32_t k = n - done < AP_LEND_CHUNK ? n - done : AP_LEND_CHUNK;
 
@@ -55,8 +94,9 @@ uint32_t ap_lend_pop(struct asyncpool *pool, struct ap_cache *c, char *idx, char
 			memcpy(gen, &gj, sizeof(gj));
 		}
 		done += k;
+		popped += k;
 	}
-	ap_cache_add_lent(c, done);
+	ap_cache_add_lent(c, popped);
 	*rc = err;
 	return done;
 }
@@ -147,6 +187,42 @@ int ap_lend_lease(struct asyncpool *pool, struct asyncpool_lease *out)
 	return 0;
 }
 
+/*
+ * The owner's release of its own tokens into a depot slot it holds, as
+ * a cache's batch goes there: each word still ours at the next
+ * generation, the hint that refuses a copy on another thread at once,
+ * the entry.  tok[0..k), k at most the slot's batch; one not ours to
+ * decide goes to rest[*r].  The slot's new count.  Out of line: its
+ * loop keeps everything in registers.
+ */
+static __attribute__((noinline)) uint32_t put_into_slot(struct asyncpool *pool, uint32_t id,
+							struct ap_depot_slot *sl,
+							const uint64_t *tok, uint32_t k,
+							uint64_t *rest, uint32_t *r)
+{
+	ap_word *const state = pool->fl.state;
+	_Atomic uint32_t *const owner_of = pool->owner_of, *const released = pool->released;
+	uint32_t *const v = sl->idx, *const g = sl->gen;
+	const uint64_t word = ap_owned_word(id, 0);
+	uint32_t m = 0, refused = *r;
+
+	for (uint32_t i = 0; i < k; i++) {
+		uint32_t idx = AP_TOKEN_INDEX(tok[i]), gen = AP_TOKEN_GEN(tok[i]);
+
+		if (AP_LIKELY(atomic_load_explicit(&owner_of[idx], memory_order_relaxed) == id &&
+			      gen && ap_state_owner_back_word(&state[idx], word, gen))) {
+			atomic_store_explicit(&released[idx], gen, memory_order_relaxed);
+			v[m] = idx;
+			g[m++] = ap_gen_next(gen);
+		} else {
+			rest[refused++] = tok[i];
+		}
+	}
+	*r = refused;
+	sl->owner = id;
+	return m;
+}
+
 uint32_t ap_lend_put(struct asyncpool *pool, struct ap_cache *c, const uint64_t *tok, uint32_t k,
 		     uint64_t *rest)
 {
@@ -155,9 +231,19 @@ uint32_t ap_lend_put(struct asyncpool *pool, struct ap_cache *c, const uint64_t 
 	_Atomic uint32_t *const owner_of = pool->owner_of;
 	const uint32_t id = c->id;
 	const uint64_t word = ap_owned_word(id, 0);
-	uint32_t chain[AP_OUTBOX_BATCH], n = 0, r = 0, taken = 0;
+	uint32_t chain[AP_OUTBOX_BATCH], n = 0, r = 0, taken = 0, j = 0;
+	struct ap_depot_slot sl;
 
-	for (uint32_t j = 0; j < k; j++) {
+	/* Whole batches into the depot while it has room (pool_depot.c). */
+	while (k - j >= ap_depot_batch(pool) && ap_depot_grab(pool, false, &sl)) {
+		uint32_t m = put_into_slot(pool, id, &sl, &tok[j], sl.batch, rest, &r);
+
+		j += sl.batch;
+		ap_cache_add_lent(c, -(int64_t)m);      /* before: a fork */
+		ap_depot_let_go(pool, &sl, m);
+	}
+	/* The rest to the freelist, as one chain. */
+	for (; j < k; j++) {
 		uint32_t idx = AP_TOKEN_INDEX(tok[j]);
 
 		if (AP_LIKELY(atomic_load_explicit(&owner_of[idx], memory_order_relaxed) == id &&

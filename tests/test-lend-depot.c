@@ -1,0 +1,397 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The bulk lends of a local pool without caches through its depot
+ * (lib/pool_lend.c, lib/pool_depot.c, since 1.4.3): the owner's bulk
+ * release of 32 of its own buffers puts them in a depot slot as arrays,
+ * each word still its own at the next generation and the released[]
+ * hint written; a bulk acquire takes a slot as it is (its own batch) or
+ * stamps it (another's).  What must hold:
+ * - the tokens that come back out of a slot are the ones put in, one
+ *   generation on, and no buffer is handed out twice;
+ * - a stale copy of a token put in the depot is refused, at once on
+ *   another thread (-ESTALE, counted);
+ * - another thread's bulk acquire owns what it took (word and hints);
+ * - the audit, asyncpool_available(3), a waiter, a single acquire on an
+ *   empty freelist, a forked child, asyncpool_set_cache(3) and destroy
+ *   all see the depot's buffers.
+ *
+ * 320 buffers: the depot holds 8 batches of 32, so a release of all
+ * leaves 256 in the depot and 64 on the freelist.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <asyncpool.h>
+#include "tap.h"
+#include "testutil.h"
+#include "hooks.h"
+
+#define BUFFERS 320u
+#define BATCH   32u     /* AP_LEND_CHUNK */
+#define DEPOT   256u    /* 8 slots */
+
+static struct asyncpool_proactor *proactor;
+
+static struct asyncpool *lend_pool(void)
+{
+	struct asyncpool *pool = make_pool(proactor, 64, BUFFERS, 0);
+
+	if (!pool->depot || ap_depot_batch(pool) != BATCH)
+		bail_out("a pool without caches has no depot of %u", BATCH);
+	return pool;
+}
+
+/* Whether t[0..n) are n different buffers in range. */
+static bool distinct(const uint64_t *t, uint32_t n)
+{
+	unsigned char seen[BUFFERS] = { 0 };
+
+	for (uint32_t j = 0; j < n; j++)
+		if ((uint32_t)t[j] >= BUFFERS || seen[(uint32_t)t[j]]++)
+			return false;
+	return true;
+}
+
+/* How many of t[0..n) are in u[0..m) one generation on. */
+static uint32_t matched_next(const uint64_t *t, uint32_t n, const uint64_t *u, uint32_t m)
+{
+	uint32_t found = 0;
+
+	for (uint32_t j = 0; j < n; j++)
+		for (uint32_t i = 0; i < m; i++)
+			if ((uint32_t)u[i] == (uint32_t)t[j] &&
+			    (uint32_t)(u[i] >> 32) == ap_gen_next((uint32_t)(t[j] >> 32))) {
+				found++;
+				break;
+			}
+	return found;
+}
+
+/* How many of t[0..n) have a word CACHED, of owner o, at the next generation, hint gen. */
+static uint32_t in_depot_state(struct asyncpool *pool, const uint64_t *t, uint32_t n, uint32_t o)
+{
+	uint32_t good = 0;
+
+	for (uint32_t j = 0; j < n; j++) {
+		uint32_t i = (uint32_t)t[j], g = (uint32_t)(t[j] >> 32);
+		uint64_t w = ap_state_load(&pool->fl.state[i]);
+
+		good += AP_W_KIND(w) == AP_K_CACHED && AP_W_OWNER(w) == o &&
+			AP_W_GEN(w) == ap_gen_next(g) &&
+			atomic_load(&pool->released[i]) == g &&
+			atomic_load(&pool->owner_of[i]) == o;
+	}
+	return good;
+}
+
+/* How many of t[0..n) are lent by owner o: word CACHED o at the token's generation, hints. */
+static uint32_t lent_by(struct asyncpool *pool, const uint64_t *t, uint32_t n, uint32_t o)
+{
+	uint32_t good = 0;
+
+	for (uint32_t j = 0; j < n; j++) {
+		uint32_t i = (uint32_t)t[j], g = (uint32_t)(t[j] >> 32);
+		uint64_t w = ap_state_load(&pool->fl.state[i]);
+
+		good += AP_W_KIND(w) == AP_K_CACHED && AP_W_OWNER(w) == o && AP_W_GEN(w) == g &&
+			atomic_load(&pool->released[i]) == ap_gen_prev(g) &&
+			atomic_load(&pool->owner_of[i]) == o;
+	}
+	return good;
+}
+
+static uint32_t my_id(struct asyncpool *pool)
+{
+	struct ap_cache *c = ap_cache_of(pool);
+
+	return c ? c->id : 0;
+}
+
+static uint32_t available(struct asyncpool *pool)
+{
+	int n = asyncpool_available(pool);
+
+	return n < 0 ? 0 : (uint32_t)n;
+}
+
+/* The round trip on one thread: what goes in comes out, one generation on. */
+static void test_round_trip(void)
+{
+	struct asyncpool *pool = lend_pool();
+	uint64_t t[BUFFERS], u[BUFFERS];
+	uint32_t me;
+
+	is_int(asyncpool_acquire_tokens(pool, t, BUFFERS), 0, "round trip: all %u lent", BUFFERS);
+	me = my_id(pool);
+	ok(me != 0 && distinct(t, BUFFERS), "round trip: %u different buffers, owner %u", BUFFERS, me);
+	is_int(lent_by(pool, t, BUFFERS, me), (int)BUFFERS, "round trip: each word and hint says lent by us");
+	is_int(asyncpool_release_tokens(pool, t, BUFFERS), 0, "round trip: all released in one call");
+	is_int((int)ap_depot_count(pool), (int)DEPOT, "round trip: 8 batches in the depot");
+	is_int((int)ap_fl_free(&pool->fl), (int)(BUFFERS - DEPOT), "round trip: 64 on the freelist");
+	is_int(in_depot_state(pool, t, DEPOT, me), (int)DEPOT,
+	       "round trip: each depot word ours at the next generation, its hint the one released");
+	is_int((int)available(pool), (int)BUFFERS, "round trip: asyncpool_available counts them all");
+	is_int(asyncpool_check(pool), 0, "round trip: the audit agrees");
+
+	/* The first full slot: the first 32 released. */
+	is_int(asyncpool_acquire_tokens(pool, u, BATCH), 0, "round trip: a bulk of 32");
+	is_int(matched_next(t, BATCH, u, BATCH), (int)BATCH,
+	       "round trip: the first batch released, one generation on");
+	is_int(lent_by(pool, u, BATCH, me), (int)BATCH, "round trip: lent as they were, ours");
+	is_int((int)ap_depot_count(pool), (int)(DEPOT - BATCH), "round trip: one slot fewer");
+	is_int(asyncpool_acquire_tokens(pool, u + BATCH, BUFFERS - BATCH), 0,
+	       "round trip: and all the others");
+	ok(distinct(u, BUFFERS), "round trip: no buffer twice");
+	is_int(matched_next(t, BUFFERS, u, BUFFERS), (int)BUFFERS,
+	       "round trip: every one, one generation on");
+	is_int((int)ap_depot_count(pool), 0, "round trip: the depot is empty");
+	is_int(asyncpool_check(pool), 0, "round trip: the audit agrees while all are lent");
+	is_int(asyncpool_destroy(pool), -EBUSY, "round trip: destroy refuses while lent");
+	is_int(asyncpool_release_tokens(pool, u, BUFFERS), 0, "round trip: all back");
+	is_int(asyncpool_destroy(pool), 0, "round trip: destroy with 256 in the depot");
+}
+
+struct peer {
+	struct asyncpool *pool;
+	const uint64_t *tok;
+	uint32_t n;
+	int rc;
+	uint64_t got[BATCH];
+	uint32_t id, owned;
+	int back;
+};
+
+static void *release_copy(void *arg)
+{
+	struct peer *p = arg;
+
+	p->rc = asyncpool_release_token(p->pool, p->tok[0]);
+	return NULL;
+}
+
+static void *take_batch(void *arg)
+{
+	struct peer *p = arg;
+
+	p->rc = asyncpool_acquire_tokens(p->pool, p->got, BATCH);
+	p->id = my_id(p->pool);
+	if (!p->rc)
+		p->owned = lent_by(p->pool, p->got, BATCH, p->id);
+	p->back = asyncpool_release_tokens(p->pool, p->got, BATCH);
+	return NULL;
+}
+
+static void run(void *(*fn)(void *), struct peer *p)
+{
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, fn, p) || pthread_join(t, NULL))
+		bail_out("pthread");
+}
+
+/* Stale copies of tokens in the depot, on this thread and another. */
+static void test_stale(void)
+{
+	struct asyncpool *pool = lend_pool();
+	uint64_t t[BATCH], u[BATCH];
+	uint64_t bad = bad_releases(pool);
+	struct peer p = { .pool = pool, .tok = &t[5] };
+
+	is_int(asyncpool_acquire_tokens(pool, t, BATCH), 0, "stale: 32 lent");
+	is_int(asyncpool_release_tokens(pool, t, BATCH), 0, "stale: 32 into the depot");
+	is_int((int)ap_depot_count(pool), (int)BATCH, "stale: one batch there");
+	is_int(asyncpool_release_token(pool, t[3]), -ESTALE, "stale: a copy on the owner's thread");
+	is_int(asyncpool_release_tokens(pool, &t[7], 1), -ESTALE, "stale: a copy in a bulk");
+	run(release_copy, &p);
+	is_int(p.rc, -ESTALE, "stale: a copy on another thread, refused at once");
+	is_int((int)(bad_releases(pool) - bad), 3, "stale: each counted");
+	is_int((int)ap_depot_count(pool), (int)BATCH, "stale: the depot unchanged");
+	is_int(asyncpool_acquire_tokens(pool, u, BATCH), 0, "stale: the batch lent again");
+	is_int(matched_next(t, BATCH, u, BATCH), (int)BATCH, "stale: the same 32, one generation on");
+	is_int(asyncpool_release_token(pool, t[9]), -ESTALE, "stale: an old copy of a lent one");
+	is_int(asyncpool_release_tokens(pool, u, BATCH), 0, "stale: the new leases released");
+	is_int(asyncpool_check(pool), 0, "stale: the audit agrees");
+	is_int(asyncpool_destroy(pool), 0, "stale: destroy");
+}
+
+/* Another thread takes our batch: it owns it. */
+static void test_other_owner(void)
+{
+	struct asyncpool *pool = lend_pool();
+	uint64_t t[BATCH], u[BATCH];
+	struct peer p = { .pool = pool };
+	struct ap_depot_slot sl;
+	uint32_t me;
+
+	is_int(asyncpool_acquire_tokens(pool, t, BATCH), 0, "other: 32 lent");
+	me = my_id(pool);
+	is_int(asyncpool_release_tokens(pool, t, BATCH), 0, "other: into the depot");
+	run(take_batch, &p);
+	is_int(p.rc, 0, "other: another thread's bulk acquire");
+	ok(p.id != 0 && p.id != me, "other: its owner id %u is not ours (%u)", p.id, me);
+	is_int(matched_next(t, BATCH, p.got, BATCH), (int)BATCH, "other: it got our batch, one generation on");
+	is_int((int)p.owned, (int)BATCH, "other: each word and hint names it");
+	is_int(p.back, 0, "other: its own release of them");
+	is_int(asyncpool_check(pool), 0, "other: the audit agrees");
+	/* Its batch is its own in the depot now, stamped ours when we take it. */
+	is_int(asyncpool_acquire_tokens(pool, u, BATCH), 0, "other: we take its batch");
+	is_int(lent_by(pool, u, BATCH, me), (int)BATCH, "other: stamped ours");
+	is_int(asyncpool_release_tokens(pool, u, BATCH), 0, "other: released");
+	ok(ap_depot_grab(pool, true, &sl), "other: a full slot");
+	is_int((int)sl.n, (int)BATCH, "other: of 32");
+	is_int((int)sl.owner, (int)me, "other: which names us, who filled it");
+	ap_depot_let_go(pool, &sl, sl.n);
+	is_int(asyncpool_check(pool), 0, "other: the audit agrees");
+	is_int(asyncpool_destroy(pool), 0, "other: destroy");
+}
+
+/*
+ * A release with a stale copy among 32: the slot takes 31, and a bulk
+ * acquire takes them and one more from the freelist.
+ */
+static void test_partial(void)
+{
+	struct asyncpool *pool = lend_pool();
+	uint64_t t[2 * BATCH], u[BATCH], mix[BATCH];
+	uint64_t bad = bad_releases(pool);
+
+	is_int(asyncpool_acquire_tokens(pool, t, 2 * BATCH), 0, "partial: 64 lent");
+	is_int(asyncpool_release_token(pool, t[0]), 0, "partial: one released alone");
+	memcpy(mix, t, sizeof(mix));    /* t[0], now stale, and 31 lent */
+	is_int(asyncpool_release_tokens(pool, mix, BATCH), -ESTALE,
+	       "partial: 31 released, the stale copy refused");
+	is_int((int)(bad_releases(pool) - bad), 1, "partial: counted");
+	is_int((int)ap_depot_count(pool), (int)BATCH - 1, "partial: 31 in one slot");
+	is_int(asyncpool_check(pool), 0, "partial: the audit agrees");
+	is_int(asyncpool_acquire_tokens(pool, u, BATCH), 0, "partial: a bulk of 32");
+	is_int(matched_next(t + 1, BATCH - 1, u, BATCH), (int)BATCH - 1,
+	       "partial: the 31, one generation on, and one more");
+	ok(distinct(u, BATCH), "partial: all different");
+	is_int((int)ap_depot_count(pool), 0, "partial: the slot emptied");
+	is_int(asyncpool_release_tokens(pool, u, BATCH), 0, "partial: released");
+	is_int(asyncpool_release_tokens(pool, t + BATCH, BATCH), 0, "partial: the others");
+	is_int(asyncpool_check(pool), 0, "partial: the audit agrees");
+	is_int(asyncpool_destroy(pool), 0, "partial: destroy");
+}
+
+/* Fill the depot from this thread: 256 in it, 64 on the freelist. */
+static void fill_depot(struct asyncpool *pool, const char *what)
+{
+	uint64_t t[BUFFERS];
+
+	if (asyncpool_acquire_tokens(pool, t, BUFFERS) || asyncpool_release_tokens(pool, t, BUFFERS))
+		bail_out("%s: a cycle of every buffer", what);
+	is_int((int)ap_depot_count(pool), (int)DEPOT, "%s: 256 in the depot", what);
+}
+
+struct single {
+	struct asyncpool *pool;
+	uint32_t got;
+	bool distinct;
+};
+
+/* Every buffer by single acquires on a thread of its own: the depot's come when the freelist is empty. */
+static void *acquire_singly(void *arg)
+{
+	struct single *s = arg;
+	uint64_t t[BUFFERS + 1] = { 0 };
+
+	while (s->got < BUFFERS + 1 && asyncpool_acquire_tokens(s->pool, &t[s->got], 1) == 0)
+		s->got++;
+	s->distinct = distinct(t, s->got);
+	for (uint32_t j = 0; j < s->got; j++)
+		(void)asyncpool_release_token(s->pool, t[j]);
+	return NULL;
+}
+
+static void test_single_and_wait(void)
+{
+	struct asyncpool *pool = lend_pool();
+	struct single s = { .pool = pool };
+	struct asyncpool_lease l[BUFFERS - DEPOT + 1];
+	pthread_t t;
+	int rc = 0;
+
+	fill_depot(pool, "single");
+	if (pthread_create(&t, NULL, acquire_singly, &s) || pthread_join(t, NULL))
+		bail_out("pthread");
+	is_int((int)s.got, (int)BUFFERS, "single: another thread gets every buffer one by one");
+	ok(s.distinct, "single: all different");
+	is_int(asyncpool_check(pool), 0, "single: the audit agrees");
+	is_int(asyncpool_destroy(pool), 0, "single: destroy");
+
+	/* A waiter finds the depot when the freelist is empty. */
+	pool = lend_pool();
+	fill_depot(pool, "wait");
+	for (uint32_t j = 0; j < BUFFERS - DEPOT; j++)
+		rc |= ap_fl_pop(&pool->fl, AP_K_LEASED, &l[j].buffer_index, &l[j].generation);
+	is_int(rc, 0, "wait: the freelist's 64 taken below the lends");
+	is_int((int)ap_fl_free(&pool->fl), 0, "wait: the freelist is empty");
+	is_int(asyncpool_acquire_wait(pool, &l[BUFFERS - DEPOT], 1000000000), 0,
+	       "wait: acquire_wait gets one");
+	asyncpool_lease_release(&l[BUFFERS - DEPOT]);
+	rc = 0;
+	for (uint32_t j = 0; j < BUFFERS - DEPOT; j++)
+		rc |= asyncpool_release_index(pool, l[j].buffer_index);
+	is_int(rc, 0, "wait: the 64 back by index");
+	is_int((int)available(pool), (int)BUFFERS, "wait: all available");
+	is_int(asyncpool_check(pool), 0, "wait: the audit agrees");
+	is_int(asyncpool_destroy(pool), 0, "wait: destroy");
+}
+
+/* A forked child sees the depot, and the parent's pool is unchanged by it. */
+static void test_fork_and_set_cache(void)
+{
+	struct asyncpool *pool = lend_pool();
+	uint64_t t[BUFFERS];
+	int status = -1;
+	pid_t pid;
+
+	fill_depot(pool, "fork");
+	pid = fork_or_bail();
+	if (pid == 0) {
+		int code = 0;
+
+		if (asyncpool_acquire_tokens(pool, t, BUFFERS) || !distinct(t, BUFFERS))
+			code |= 1;
+		if (asyncpool_release_tokens(pool, t, BUFFERS) || asyncpool_check(pool))
+			code |= 2;
+		_exit(code);
+	}
+	waitpid(pid, &status, 0);
+	is_int(status, 0, "fork: the child gets every buffer once, and its audit agrees");
+	is_int((int)ap_depot_count(pool), (int)DEPOT, "fork: the parent's depot as it was");
+	is_int(asyncpool_check(pool), 0, "fork: the parent's audit agrees");
+
+	/* Caches set now: the depot's batches of 32 go back to the freelist. */
+	is_int(asyncpool_set_cache(pool, 16), 0, "set_cache: caches on a pool that lent without");
+	is_int((int)ap_depot_count(pool), 0, "set_cache: the old depot given back");
+	is_int((int)available(pool), (int)BUFFERS, "set_cache: every buffer available");
+	is_int(asyncpool_check(pool), 0, "set_cache: the audit agrees");
+	is_int(asyncpool_acquire_tokens(pool, t, BUFFERS), 0, "set_cache: all lent again");
+	ok(distinct(t, BUFFERS), "set_cache: all different");
+	is_int(asyncpool_release_tokens(pool, t, BUFFERS), 0, "set_cache: all back");
+	is_int(asyncpool_check(pool), 0, "set_cache: the audit agrees");
+	is_int(asyncpool_destroy(pool), 0, "set_cache: destroy");
+}
+
+int main(void)
+{
+	if (asyncpool_proactor_create_memory(&proactor))
+		bail_out("proactor");
+	test_round_trip();
+	test_stale();
+	test_other_owner();
+	test_partial();
+	test_single_and_wait();
+	test_fork_and_set_cache();
+	is_int(asyncpool_proactor_destroy(proactor), 0, "proactor destroy");
+	return done_testing();
+}
