@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +139,8 @@ static void test_round_trip(void)
 	is_int(in_depot_state(pool, t, DEPOT, me), (int)DEPOT,
 	       "round trip: each depot word ours at the next generation, its hint the one released");
 	is_int((int)available(pool), (int)BUFFERS, "round trip: asyncpool_available counts them all");
+	is_int(asyncpool_release_index(pool, (uint32_t)t[7]), -EALREADY,
+	       "round trip: a release by index of a buffer in the depot is refused");
 	is_int(asyncpool_check(pool), 0, "round trip: the audit agrees");
 
 	/* The first full slot: the first 32 released. */
@@ -259,8 +262,9 @@ static void test_other_owner(void)
 static void test_partial(void)
 {
 	struct asyncpool *pool = lend_pool();
-	uint64_t t[2 * BATCH], u[BATCH], mix[BATCH];
+	uint64_t t[2 * BATCH], u[BATCH], mix[BATCH], all[BUFFERS];
 	uint64_t bad = bad_releases(pool);
+	uint32_t depot;
 
 	is_int(asyncpool_acquire_tokens(pool, t, 2 * BATCH), 0, "partial: 64 lent");
 	is_int(asyncpool_release_token(pool, t[0]), 0, "partial: one released alone");
@@ -276,7 +280,20 @@ static void test_partial(void)
 	ok(distinct(u, BATCH), "partial: all different");
 	is_int((int)ap_depot_count(pool), 0, "partial: the slot emptied");
 	is_int(asyncpool_release_tokens(pool, u, BATCH), 0, "partial: released");
-	is_int(asyncpool_release_tokens(pool, t + BATCH, BATCH), 0, "partial: the others");
+	/* The same token twice in one array: the second is refused. */
+	memcpy(mix, t + BATCH, (BATCH - 1) * sizeof(uint64_t));
+	mix[BATCH - 1] = t[BATCH];
+	bad = bad_releases(pool);
+	depot = ap_depot_count(pool);
+	is_int(asyncpool_release_tokens(pool, mix, BATCH), -ESTALE,
+	       "partial: a token twice in an array: 31 released, the copy refused");
+	is_int((int)(bad_releases(pool) - bad), 1, "partial: counted");
+	is_int((int)(ap_depot_count(pool) - depot), (int)BATCH - 1,
+	       "partial: 31 more in the depot, not 32");
+	is_int(asyncpool_release_token(pool, t[2 * BATCH - 1]), 0, "partial: the last one alone");
+	is_int(asyncpool_acquire_tokens(pool, all, BUFFERS), 0, "partial: every buffer lent");
+	ok(distinct(all, BUFFERS), "partial: none twice");
+	is_int(asyncpool_release_tokens(pool, all, BUFFERS), 0, "partial: all back");
 	is_int(asyncpool_check(pool), 0, "partial: the audit agrees");
 	is_int(asyncpool_destroy(pool), 0, "partial: destroy");
 }
@@ -382,6 +399,91 @@ static void test_fork_and_set_cache(void)
 	is_int(asyncpool_destroy(pool), 0, "set_cache: destroy");
 }
 
+/*
+ * Threads racing through the depot: two bulk threads (32 to 64 per
+ * call, so slots fill, empty and split), one that takes 100 one at a
+ * time and gives them back one at a time, on
+ * a pool of 200 so that the freelist runs empty and pops drain the
+ * depot (ap_pool_refund); each marks what it holds, so a buffer handed
+ * out twice is seen at once.  A bulk acquire may find too few while
+ * another thread holds a slot (-ENOBUFS, counted, not a failure).
+ */
+#define RACERS 3
+#define RACE_BUFFERS 200u
+
+struct racer {
+	struct asyncpool *pool;
+	_Atomic unsigned char *held;
+	long rounds;
+	unsigned id;
+	long twice, failed, nobufs;
+};
+
+static void *race(void *arg)
+{
+	struct racer *r = arg;
+	uint64_t t[100];
+
+	for (long k = 0; k < r->rounds; k++) {
+		unsigned n = r->id == 0 ? 100 : 32 + (unsigned)((k * 7 + r->id) % 33), got = 0;
+		int rc = 0;
+
+		/* Thread 0 one at a time, 100 held, then one at a time back. */
+		if (r->id == 0)
+			while (got < n && (rc = asyncpool_acquire_tokens(r->pool, &t[got], 1)) == 0)
+				got++;
+		else if ((rc = asyncpool_acquire_tokens(r->pool, t, n)) == 0)
+			got = n;
+		r->nobufs += rc == -ENOBUFS;
+		r->failed += rc && rc != -ENOBUFS;
+		n = got;
+		for (unsigned j = 0; j < n; j++)
+			if ((uint32_t)t[j] >= RACE_BUFFERS || atomic_exchange(&r->held[(uint32_t)t[j]], 1))
+				r->twice++;
+		for (unsigned j = 0; j < n; j++)
+			if ((uint32_t)t[j] < RACE_BUFFERS)
+				atomic_store(&r->held[(uint32_t)t[j]], 0);
+		if (r->id == 0)
+			for (unsigned j = 0; j < n; j++)
+				r->failed += asyncpool_release_token(r->pool, t[j]) != 0;
+		else if (n && asyncpool_release_tokens(r->pool, t, n))
+			r->failed++;
+	}
+	return NULL;
+}
+
+static void test_race(void)
+{
+	struct asyncpool *pool = make_pool(proactor, 64, RACE_BUFFERS, 0);
+	static _Atomic unsigned char held[RACE_BUFFERS];
+	struct racer r[RACERS];
+	pthread_t th[RACERS];
+	long twice = 0, failed = 0, nobufs = 0, rounds = stress_iterations(50000);
+	uint64_t t[RACE_BUFFERS];
+
+	for (unsigned i = 0; i < RACERS; i++) {
+		r[i] = (struct racer){ .pool = pool, .held = held, .rounds = rounds, .id = i };
+		if (pthread_create(&th[i], NULL, race, &r[i]))
+			bail_out("pthread");
+	}
+	for (unsigned i = 0; i < RACERS; i++) {
+		pthread_join(th[i], NULL);
+		twice += r[i].twice;
+		failed += r[i].failed;
+		nobufs += r[i].nobufs;
+	}
+	diag("race: %ld rounds on each of %u threads, %ld acquires found too few", rounds, RACERS,
+	     nobufs);
+	is_int((int)twice, 0, "race: no buffer held twice");
+	is_int((int)failed, 0, "race: every release, and every acquire but -ENOBUFS, succeeded");
+	is_int((int)available(pool), (int)RACE_BUFFERS, "race: every buffer available");
+	is_int(asyncpool_check(pool), 0, "race: the audit agrees");
+	is_int(asyncpool_acquire_tokens(pool, t, RACE_BUFFERS), 0, "race: all lent at once");
+	ok(distinct(t, RACE_BUFFERS), "race: all different");
+	is_int(asyncpool_release_tokens(pool, t, RACE_BUFFERS), 0, "race: all back");
+	is_int(asyncpool_destroy(pool), 0, "race: destroy");
+}
+
 int main(void)
 {
 	if (asyncpool_proactor_create_memory(&proactor))
@@ -392,6 +494,7 @@ int main(void)
 	test_partial();
 	test_single_and_wait();
 	test_fork_and_set_cache();
+	test_race();
 	is_int(asyncpool_proactor_destroy(proactor), 0, "proactor destroy");
 	return done_testing();
 }
