@@ -209,11 +209,15 @@ static __attribute__((noinline)) uint32_t put_into_slot(struct asyncpool *pool, 
 	for (uint32_t i = 0; i < k; i++) {
 		uint32_t idx = AP_TOKEN_INDEX(tok[i]), gen = AP_TOKEN_GEN(tok[i]);
 
+		/* Generation 0 and the last before the wrap go to rest[],
+		 * which decides them (ap_owner_give_back): here g + 1 is
+		 * the next one. */
 		if (AP_LIKELY(atomic_load_explicit(&owner_of[idx], memory_order_relaxed) == id &&
-			      gen && ap_state_owner_back_word(&state[idx], word, gen))) {
+			      gen - 1u < 0xfffffffeu &&
+			      ap_state_owner_decide(&state[idx], word | gen, (word | gen) + 1))) {
 			atomic_store_explicit(&released[idx], gen, memory_order_relaxed);
 			v[m] = idx;
-			g[m++] = ap_gen_next(gen);
+			g[m++] = gen + 1;
 		} else {
 			rest[refused++] = tok[i];
 		}

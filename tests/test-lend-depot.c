@@ -9,7 +9,8 @@
  * - the tokens that come back out of a slot are the ones put in, one
  *   generation on, and no buffer is handed out twice;
  * - a stale copy of a token put in the depot is refused, at once on
- *   another thread (-ESTALE, counted);
+ *   another thread (-ESTALE, counted); a lease of the last generation
+ *   before the wrap goes to the freelist instead;
  * - another thread's bulk acquire owns what it took (word and hints);
  * - the audit, asyncpool_available(3), a waiter, a single acquire on an
  *   empty freelist, a forked child, asyncpool_set_cache(3) and destroy
@@ -298,6 +299,39 @@ static void test_partial(void)
 	is_int(asyncpool_destroy(pool), 0, "partial: destroy");
 }
 
+/*
+ * A lease of the last generation before the wrap in a release of 32:
+ * not put in the slot (its next generation is 1, not g + 1), but
+ * released all the same, to the freelist, and lent next at 1.
+ */
+static void test_wrap(void)
+{
+	struct asyncpool *pool = lend_pool();
+	uint64_t t[BATCH], all[BUFFERS];
+	uint64_t bad = bad_releases(pool);
+	uint32_t me, i, found = 0;
+
+	is_int(asyncpool_acquire_tokens(pool, t, BATCH), 0, "wrap: 32 lent");
+	me = my_id(pool);
+	i = (uint32_t)t[5];
+	/* As if lent 2^32 - 1 - g times more: its word, its hint, its token. */
+	atomic_store(&pool->fl.state[i], ap_owned_word(me, 0xffffffffu));
+	atomic_store(&pool->released[i], 0xfffffffeu);
+	t[5] = AP_TOKEN_MAKE(0xffffffffu, i);
+	is_int(asyncpool_release_tokens(pool, t, BATCH), 0, "wrap: all 32 released");
+	is_int((int)(bad_releases(pool) - bad), 0, "wrap: none refused");
+	is_int((int)ap_depot_count(pool), (int)BATCH - 1, "wrap: 31 in the depot");
+	is_int(asyncpool_check(pool), 0, "wrap: the audit agrees");
+	is_int(asyncpool_acquire_tokens(pool, all, BUFFERS), 0, "wrap: every buffer lent");
+	ok(distinct(all, BUFFERS), "wrap: none twice");
+	for (uint32_t j = 0; j < BUFFERS; j++)
+		if ((uint32_t)all[j] == i)
+			found = (uint32_t)(all[j] >> 32);
+	is_int((int)found, 1, "wrap: the buffer lent at generation 1");
+	is_int(asyncpool_release_tokens(pool, all, BUFFERS), 0, "wrap: all back");
+	is_int(asyncpool_destroy(pool), 0, "wrap: destroy");
+}
+
 /* Fill the depot from this thread: 256 in it, 64 on the freelist. */
 static void fill_depot(struct asyncpool *pool, const char *what)
 {
@@ -492,6 +526,7 @@ int main(void)
 	test_stale();
 	test_other_owner();
 	test_partial();
+	test_wrap();
 	test_single_and_wait();
 	test_fork_and_set_cache();
 	test_race();
