@@ -76,37 +76,37 @@ static uint32_t matched_next(const uint64_t *t, uint32_t n, const uint64_t *u, u
 	return found;
 }
 
-/* How many of t[0..n) have a word CACHED, of owner o, at the next generation, hint gen. */
-static uint32_t in_depot_state(struct asyncpool *pool, const uint64_t *t, uint32_t n, uint32_t o)
+/*
+ * How many of t[0..n) are owner o's: word CACHED o and owner_of[] o,
+ * the word at the token's generation and released[] the one before
+ * (lent), or one generation on and released[] the token's (released
+ * into the depot, back).
+ */
+static uint32_t owned_by(struct asyncpool *pool, const uint64_t *t, uint32_t n, uint32_t o,
+			 bool back)
 {
 	uint32_t good = 0;
 
 	for (uint32_t j = 0; j < n; j++) {
 		uint32_t i = (uint32_t)t[j], g = (uint32_t)(t[j] >> 32);
+		uint32_t word_gen = back ? ap_gen_next(g) : g, hint = back ? g : ap_gen_prev(g);
 		uint64_t w = ap_state_load(&pool->fl.state[i]);
 
 		good += AP_W_KIND(w) == AP_K_CACHED && AP_W_OWNER(w) == o &&
-			AP_W_GEN(w) == ap_gen_next(g) &&
-			atomic_load(&pool->released[i]) == g &&
+			AP_W_GEN(w) == word_gen && atomic_load(&pool->released[i]) == hint &&
 			atomic_load(&pool->owner_of[i]) == o;
 	}
 	return good;
 }
 
-/* How many of t[0..n) are lent by owner o: word CACHED o at the token's generation, hints. */
 static uint32_t lent_by(struct asyncpool *pool, const uint64_t *t, uint32_t n, uint32_t o)
 {
-	uint32_t good = 0;
+	return owned_by(pool, t, n, o, false);
+}
 
-	for (uint32_t j = 0; j < n; j++) {
-		uint32_t i = (uint32_t)t[j], g = (uint32_t)(t[j] >> 32);
-		uint64_t w = ap_state_load(&pool->fl.state[i]);
-
-		good += AP_W_KIND(w) == AP_K_CACHED && AP_W_OWNER(w) == o && AP_W_GEN(w) == g &&
-			atomic_load(&pool->released[i]) == ap_gen_prev(g) &&
-			atomic_load(&pool->owner_of[i]) == o;
-	}
-	return good;
+static uint32_t in_depot_state(struct asyncpool *pool, const uint64_t *t, uint32_t n, uint32_t o)
+{
+	return owned_by(pool, t, n, o, true);
 }
 
 static uint32_t my_id(struct asyncpool *pool)
