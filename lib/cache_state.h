@@ -65,12 +65,12 @@ struct ap_outbox {
 struct ap_cache {
 	/* Owner thread only, on every operation. */
 	uint32_t          abi;          /* ASYNCPOOL_INLINE_ABI, or 0: the exported paths */
-	uint32_t          n;            /* cached buffers (read by others: relaxed) */
+	uint32_t          bypass;       /* owners go to the freelist (above) */
 	struct asyncpool *pool;         /* NULL once the pool is destroyed */
 	uint32_t          size;
 	uint32_t          count;        /* pool->fl.count */
-	uint32_t          busy;         /* the owner is inside (above) */
-	uint32_t          bypass;       /* owners go to the freelist (above) */
+	uint32_t          n __attribute__((aligned(8))); /* cached buffers (read by others: relaxed) */
+	uint32_t          busy;         /* the owner is inside (above); with n, one word */
 	uint32_t         *idx;          /* idx[j]: a buffer (slots[]) */
 	uint32_t         *gen;          /* gen[j]: the generation of idx[j]'s word */
 	uint64_t          owned;        /* ap_owned_word(id, 0) */

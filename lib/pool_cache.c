@@ -65,7 +65,11 @@ AP_SAME_FIELD(reserved);
 _Static_assert(offsetof(struct ap_cache, batch) == sizeof(struct asyncpool_inline_cache),
 	       "the library's fields of struct ap_cache follow the inline ABI's");
 _Static_assert(sizeof(struct asyncpool_inline_cache) == 128 || sizeof(void *) != 8,
-	       "layout version 1 is 128 bytes on 64-bit targets");
+	       "layout version 2 is 128 bytes on 64-bit targets");
+_Static_assert(offsetof(struct asyncpool_inline_cache, n) % 8 == 0 &&
+	       offsetof(struct asyncpool_inline_cache, busy) ==
+		       offsetof(struct asyncpool_inline_cache, n) + 4,
+	       "layout version 2: n and busy are one aligned 8-byte word, n first");
 
 #ifdef ASYNCPOOL_TEST_HOOKS
 /* A layout version to publish instead of ASYNCPOOL_INLINE_ABI (0: that one). */

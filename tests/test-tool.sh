@@ -28,7 +28,7 @@ is() { # DESCRIPTION CONDITION...
 }
 
 cases="pool pool-cached token token-cached
-inline-pair inline-no-window inline-n-window inline-no-owner-hint inline-no-released
+inline-pair inline-no-window inline-split-leave inline-no-owner-hint inline-no-released
 inline-no-recheck inline-bare pool-threads pool-cached-threads
 default-1t default-cached-1t default-2t default-cached-2t default-8t default-cached-8t
 handoff handoff-cached

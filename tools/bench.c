@@ -289,7 +289,7 @@ static void body_token(struct run *r, unsigned id)
 	}
 BODY_INLINE(body_inline_pair, BENCH_INLINE_PAIR)
 BODY_INLINE(body_inline_no_window, BENCH_INLINE_NO_WINDOW)
-BODY_INLINE(body_inline_n_window, BENCH_INLINE_N_WINDOW)
+BODY_INLINE(body_inline_split_leave, BENCH_INLINE_SPLIT_LEAVE)
 BODY_INLINE(body_inline_no_owner_hint, BENCH_INLINE_NO_OWNER_HINT)
 BODY_INLINE(body_inline_no_released, BENCH_INLINE_NO_RELEASED)
 BODY_INLINE(body_inline_no_recheck, BENCH_INLINE_NO_RECHECK)
@@ -440,8 +440,8 @@ static const struct bench_case cases[] = {
 	  body_inline_pair, 1, BENCH_CACHED, NULL },
 	{ "inline-no-window", "the same without the window (busy, bypass)",
 	  body_inline_no_window, 1, BENCH_CACHED, NULL },
-	{ "inline-n-window", "the window in n's top bit: one store fewer per op",
-	  body_inline_n_window, 1, BENCH_CACHED, NULL },
+	{ "inline-split-leave", "layout 1's leave: n, then busy = 0, one store more per op",
+	  body_inline_split_leave, 1, BENCH_CACHED, NULL },
 	{ "inline-no-owner-hint", "the pair without the owner_of[] read before the word",
 	  body_inline_no_owner_hint, 1, BENCH_CACHED, NULL },
 	{ "inline-no-released", "the pair without the released[] hint's store",

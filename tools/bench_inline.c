@@ -19,21 +19,19 @@
 
 #ifdef ASYNCPOOL_INLINE_PATHS
 
-#define INL_BUSY 0x80000000u
-
 /* The parts a variant keeps. */
-#define INL_WINDOW      1u      /* busy, bypass, busy: the flushers' window */
+#define INL_WINDOW      1u      /* busy, bypass; the leave: n and busy = 0 in one store */
 #define INL_OWNER_HINT  2u      /* owner_of[] read before the word */
 #define INL_RELEASED    4u      /* the released[] hint stored */
 #define INL_RECHECK     8u      /* the release looks up the thread's cache again */
 #define INL_WORD        16u     /* the word compared and stored with the next generation */
-#define INL_N_WINDOW    32u     /* the window in n's top bit: one store fewer per op */
+#define INL_SPLIT_LEAVE 32u     /* layout 1's leave: n, then busy = 0 (one store more) */
 #define INL_ALL (INL_WINDOW | INL_OWNER_HINT | INL_RELEASED | INL_RECHECK | INL_WORD)
 
 static const unsigned inl_parts[] = {
 	[BENCH_INLINE_PAIR] = INL_ALL,
 	[BENCH_INLINE_NO_WINDOW] = INL_ALL & ~INL_WINDOW,
-	[BENCH_INLINE_N_WINDOW] = (INL_ALL & ~INL_WINDOW) | INL_N_WINDOW,
+	[BENCH_INLINE_SPLIT_LEAVE] = INL_ALL | INL_SPLIT_LEAVE,
 	[BENCH_INLINE_NO_OWNER_HINT] = INL_ALL & ~INL_OWNER_HINT,
 	[BENCH_INLINE_NO_RELEASED] = INL_ALL & ~INL_RELEASED,
 	[BENCH_INLINE_NO_RECHECK] = INL_ALL & ~INL_RECHECK,
@@ -49,43 +47,38 @@ static struct asyncpool_inline_cache *inl_cache(struct asyncpool *pool)
 	return c;
 }
 
-/*
- * Enter the cache the way parts says and return its count: busy, then
- * bypass (INL_WINDOW), or n | INL_BUSY into nb, then bypass (INL_N_WINDOW).
- */
+/* Enter the cache the way parts says (busy, then bypass) and return its count. */
 static inline __attribute__((always_inline)) uint32_t
-inl_enter(struct asyncpool_inline_cache *c, uint32_t *nb, const unsigned parts)
+inl_enter(struct asyncpool_inline_cache *c, const unsigned parts)
 {
-	uint32_t n;
-
-	if (parts & INL_WINDOW)
+	if (parts & INL_WINDOW) {
 		__atomic_store_n(&c->busy, 1, __ATOMIC_RELAXED);
-	if (parts & INL_N_WINDOW) {
-		n = *nb;
-		__atomic_store_n(nb, n | INL_BUSY, __ATOMIC_RELAXED);
-	}
-	if (parts & (INL_WINDOW | INL_N_WINDOW)) {
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		if (__builtin_expect(__atomic_load_n(&c->bypass, __ATOMIC_ACQUIRE), 0))
 			abort();
 	}
-	if (!(parts & INL_N_WINDOW))
-		n = __atomic_load_n(&c->n, __ATOMIC_RELAXED);
-	return n;
+	return __atomic_load_n(&c->n, __ATOMIC_RELAXED);
 }
 
-/*
- * The loop, specialised by the compiler for each constant parts.  With
- * INL_N_WINDOW the owner's count and its busy bit are one word (nb, as a
- * later layout could publish it): the entry stores n | INL_BUSY, the exit
- * the new n, which is also the leave.
- */
+/* Store the new count n and leave the way parts says. */
+static inline __attribute__((always_inline)) void
+inl_leave(struct asyncpool_inline_cache *c, uint32_t n, const unsigned parts)
+{
+	if ((parts & INL_WINDOW) && !(parts & INL_SPLIT_LEAVE)) {
+		__asyncpool_leave_n(c, n);
+		return;
+	}
+	__atomic_store_n(&c->n, n, __ATOMIC_RELAXED);
+	if (parts & INL_WINDOW)
+		__atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+}
+
+/* The loop, specialised by the compiler for each constant parts. */
 static inline __attribute__((always_inline)) uint64_t inl_loop(struct asyncpool *pool,
 							      unsigned long ops,
 							      const unsigned parts)
 {
 	struct asyncpool_inline_cache *c = inl_cache(pool);
-	uint32_t nb = c->n;
 	uint64_t acc = 0;
 
 	for (unsigned long i = 0; i < ops; i++) {
@@ -95,16 +88,11 @@ static inline __attribute__((always_inline)) uint64_t inl_loop(struct asyncpool 
 		/* take */
 		if (parts & INL_RECHECK)
 			c = inl_cache(pool);
-		n = inl_enter(c, &nb, parts);
+		n = inl_enter(c, parts);
 		if (__builtin_expect(n == 0, 0))
 			abort();
 		t = (uint64_t)c->gen[n - 1] << 32 | c->idx[n - 1];
-		if (parts & INL_N_WINDOW)
-			__atomic_store_n(&nb, n - 1, __ATOMIC_RELEASE);
-		else
-			__atomic_store_n(&c->n, n - 1, __ATOMIC_RELAXED);
-		if (parts & INL_WINDOW)
-			__atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+		inl_leave(c, n - 1, parts);
 		__asm__ volatile("" : "+r"(t));         /* the caller's use of the token */
 		acc += (uint32_t)t;
 
@@ -115,7 +103,7 @@ static inline __attribute__((always_inline)) uint64_t inl_loop(struct asyncpool 
 		gen = (uint32_t)(t >> 32);
 		if (__builtin_expect(idx >= c->count || gen - 1u >= 0xfffffffeu, 0))
 			abort();
-		n = inl_enter(c, &nb, parts);
+		n = inl_enter(c, parts);
 		w = c->owned | gen;
 		if (__builtin_expect(n == c->size, 0))
 			abort();
@@ -131,15 +119,8 @@ static inline __attribute__((always_inline)) uint64_t inl_loop(struct asyncpool 
 			__atomic_store_n(&c->released[idx], gen, __ATOMIC_RELAXED);
 		c->idx[n] = idx;
 		c->gen[n] = gen + 1;
-		if (parts & INL_N_WINDOW)
-			__atomic_store_n(&nb, n + 1, __ATOMIC_RELEASE);
-		else
-			__atomic_store_n(&c->n, n + 1, __ATOMIC_RELAXED);
-		if (parts & INL_WINDOW)
-			__atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+		inl_leave(c, n + 1, parts);
 	}
-	if (parts & INL_N_WINDOW)
-		c->n = nb;
 	if (!(parts & INL_WORD) && ops) {
 		/* The generation moved in gen[] only: put the word where
 		 * the cache's entry says, as the library would have. */
@@ -164,7 +145,7 @@ uint64_t bench_inline(enum bench_inline_kind kind, struct asyncpool *pool, unsig
 	switch (kind) {
 		INL_CASE(BENCH_INLINE_PAIR)
 		INL_CASE(BENCH_INLINE_NO_WINDOW)
-		INL_CASE(BENCH_INLINE_N_WINDOW)
+		INL_CASE(BENCH_INLINE_SPLIT_LEAVE)
 		INL_CASE(BENCH_INLINE_NO_OWNER_HINT)
 		INL_CASE(BENCH_INLINE_NO_RELEASED)
 		INL_CASE(BENCH_INLINE_NO_RECHECK)

@@ -160,7 +160,7 @@ int bench_channel(enum bench_chan_kind kind, unsigned long ops, unsigned reps,
  * out (issue 34), ops pairs on the calling thread's cache of pool.
  */
 enum bench_inline_kind {
-	BENCH_INLINE_PAIR, BENCH_INLINE_NO_WINDOW, BENCH_INLINE_N_WINDOW,
+	BENCH_INLINE_PAIR, BENCH_INLINE_NO_WINDOW, BENCH_INLINE_SPLIT_LEAVE,
 	BENCH_INLINE_NO_OWNER_HINT, BENCH_INLINE_NO_RELEASED, BENCH_INLINE_NO_RECHECK,
 	BENCH_INLINE_BARE,
 };

@@ -28,7 +28,7 @@ struct asyncpool;
 struct asyncpool_region;
 
 /* The version of struct asyncpool_inline_cache this header describes. */
-#define ASYNCPOOL_INLINE_ABI 1u
+#define ASYNCPOOL_INLINE_ABI 2u
 
 /*
  * The version the inline code requires (tests build it with another to
@@ -39,20 +39,25 @@ struct asyncpool_region;
 #endif
 
 /*
- * A thread's cache of one pool, layout version 1: 128 bytes, its first
+ * A thread's cache of one pool, layout version 2: 128 bytes, its first
  * cache line read by every fast path, its second by the releases and
  * the lease.  Written by the owning thread, except busy and bypass (the
  * window: a thread that takes the cache's buffers sets bypass and waits
  * while busy), and everything but busy and n by the library alone.
+ * Version 1 (1.4) had n at offset 4 and busy apart from it; version 2
+ * makes n and busy one 8-byte word, so that the owner leaves with the
+ * store of its new count.  The entry still stores busy alone: a store
+ * to n there could overwrite the count a thread that took the cache
+ * wrote after the owner had read it.
  */
 struct asyncpool_inline_cache {
 	uint32_t          abi;         /* ASYNCPOOL_INLINE_ABI, or another: the exported calls */
-	uint32_t          n;           /* entries in idx[] and gen[] */
+	uint32_t          bypass;      /* another thread has the cache: stay out */
 	struct asyncpool *pool;        /* the pool this cache is of, or NULL */
 	uint32_t          size;        /* entries it can hold */
 	uint32_t          count;       /* the pool's buffers: indices below it */
-	uint32_t          busy;        /* 1 while the owner is inside */
-	uint32_t          bypass;      /* another thread has the cache: stay out */
+	uint32_t          n __attribute__((aligned(8))); /* entries in idx[] and gen[] */
+	uint32_t          busy;        /* 1 while the owner is inside; n and busy: one word */
 	uint32_t         *idx;         /* idx[j]: a buffer index */
 	uint32_t         *gen;         /* gen[j]: the generation of its next lease */
 	uint64_t          owned;       /* the state word of a buffer it owns, at generation 0 */
@@ -137,6 +142,25 @@ __asyncpool_leave(struct asyncpool_inline_cache *c)
 }
 
 /*
+ * Leave with n entries: n and busy = 0 in one release store, where they
+ * are one word (64-bit little-endian targets; two stores elsewhere).  n
+ * is ours to write only while busy: a thread that takes the cache waits
+ * for busy = 0 before it writes n, and sees this n with it.
+ */
+ASYNCPOOL_GNU_INLINE void
+__asyncpool_leave_n(struct asyncpool_inline_cache *c, uint32_t n)
+{
+#if __SIZEOF_POINTER__ == 8 && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	typedef uint64_t __attribute__((may_alias)) __asyncpool_word;
+
+	__atomic_store_n((__asyncpool_word *)&c->n, (uint64_t)n, __ATOMIC_RELEASE);
+#else
+	__atomic_store_n(&c->n, n, __ATOMIC_RELAXED);
+	__asyncpool_leave(c);
+#endif
+}
+
+/*
  * Lend the cache's top buffer: its token (generation << 32 | index), or
  * 0 if the cache is taken or empty.  The buffer's word is not written
  * (it stays the cache's, at the lease's generation), and the lent count
@@ -154,7 +178,8 @@ __asyncpool_take(struct asyncpool_inline_cache *c)
 		n = __atomic_load_n(&c->n, __ATOMIC_RELAXED);
 		if (__asyncpool_likely(n != 0)) {
 			t = (uint64_t)c->gen[n - 1] << 32 | c->idx[n - 1];
-			__atomic_store_n(&c->n, n - 1, __ATOMIC_RELAXED);
+			__asyncpool_leave_n(c, n - 1);
+			return t;
 		}
 		__asyncpool_leave(c);
 	}
@@ -194,8 +219,7 @@ __asyncpool_put(struct asyncpool_inline_cache *c, uint32_t idx, uint32_t gen)
 	__atomic_store_n(&c->released[idx], gen, __ATOMIC_RELAXED);
 	c->idx[n] = idx;
 	c->gen[n] = gen + 1;
-	__atomic_store_n(&c->n, n + 1, __ATOMIC_RELAXED);
-	__asyncpool_leave(c);
+	__asyncpool_leave_n(c, n + 1);
 	return 1;
 }
 
@@ -222,8 +246,7 @@ __asyncpool_take_n(struct asyncpool_inline_cache *c, uint64_t *tokens, unsigned 
 		for (j = 0; j < n; j++)
 			tokens[j] = (uint64_t)cgen[-(ptrdiff_t)j] << 32 | cidx[-(ptrdiff_t)j];
 	}
-	__atomic_store_n(&c->n, m - n, __ATOMIC_RELAXED);
-	__asyncpool_leave(c);
+	__asyncpool_leave_n(c, m - n);
 	return 1;
 }
 
@@ -272,8 +295,7 @@ __asyncpool_put_n(struct asyncpool_inline_cache *c, const uint64_t *tokens, unsi
 			cgen[j] = gen + 1;
 		}
 	}
-	__atomic_store_n(&c->n, m + j, __ATOMIC_RELAXED);
-	__asyncpool_leave(c);
+	__asyncpool_leave_n(c, m + j);
 	return j;
 }
 
