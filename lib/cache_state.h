@@ -117,27 +117,6 @@ static inline void ap_cache_set_n(struct ap_cache *c, uint32_t n)
 	__atomic_store_n(&c->n, n, __ATOMIC_RELAXED);
 }
 
-/*
- * The cache holds n entries now, the buffers that came or went lent
- * ones: a lend (n less, as many more lent) or the owner's release of
- * what it lent (the reverse).  held is unchanged: one store.
- */
-static inline void ap_cache_set_n_lent(struct ap_cache *c, uint32_t n)
-{
-	__atomic_store_n(&c->n, n, __ATOMIC_RELAXED);
-}
-
-/*
- * The cache of a pool that does not lend (a shared pool's) holds n
- * entries now, one buffer more or less than it did, marked leased or
- * cached: one store.  Such a cache lends nothing, and held is not kept
- * on its fast paths: ap_cache_lent() is a count of pools that lend only.
- */
-static inline void ap_cache_set_n_shared(struct ap_cache *c, uint32_t n)
-{
-	__atomic_store_n(&c->n, n, __ATOMIC_RELAXED);
-}
-
 /* The owner starts using its cache: false if a flusher has it (above). */
 static inline bool ap_cache_enter(struct ap_cache *c)
 {
@@ -155,6 +134,26 @@ static inline void ap_cache_leave(struct ap_cache *c)
 	__atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
 }
 
+/*
+ * Leave c holding n entries, n and busy = 0 in one release store where
+ * they are one word (inline.h, __asyncpool_leave_n()), held unchanged:
+ * the buffers that came or went are lent ones (a lend: n less, as many
+ * more lent; the owner's release of what it lent: the reverse), or the
+ * cache is a shared pool's, which lends nothing and keeps no held on
+ * its fast paths (ap_cache_lent() counts pools that lend only).
+ */
+static inline void ap_cache_leave_n(struct ap_cache *c, uint32_t n)
+{
+#if __SIZEOF_POINTER__ == 8 && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	typedef uint64_t __attribute__((may_alias)) ap_count_word;
+
+	__atomic_store_n((ap_count_word *)&c->n, (uint64_t)n, __ATOMIC_RELEASE);
+#else
+	__atomic_store_n(&c->n, n, __ATOMIC_RELAXED);
+	ap_cache_leave(c);
+#endif
+}
+
 /* Count d more buffers lent by cache c (entered), less given back to it, n unchanged. */
 static inline void ap_cache_add_lent(struct ap_cache *c, int64_t d)
 {
@@ -164,7 +163,7 @@ static inline void ap_cache_add_lent(struct ap_cache *c, int64_t d)
 
 /*
  * What cache c lent and was not given back to it (an estimate unless c
- * is stopped); of a pool that lends only (ap_cache_set_n_shared()).
+ * is stopped); of a pool that lends only (ap_cache_leave_n()).
  */
 static inline int64_t ap_cache_lent(const struct ap_cache *c)
 {

@@ -234,8 +234,7 @@ static void tokens_lend(struct ap_cache *c, uint64_t *tokens, unsigned int n)
 	 * a sign extension and an address computation per buffer. */
 	for (; j < n; j++)
 		tokens[j] = AP_TOKEN_MAKE(*--gen, *--idx);
-	ap_cache_set_n_lent(c, cn - n);         /* n lent: held unchanged */
-	ap_cache_leave(c);
+	ap_cache_leave_n(c, cn - n);            /* n lent: held unchanged */
 }
 
 /* The same for leases: only what a lease holds is written. */
@@ -253,8 +252,7 @@ static void leases_lend(struct asyncpool *pool, struct ap_cache *c, struct async
 		ap_lease_init_gen(&l[j], region, (size_t)i * bs, bs, ap_cache_recycle, pool, i,
 				  *--gen);
 	}
-	ap_cache_set_n_lent(c, cn - n);         /* n lent: held unchanged */
-	ap_cache_leave(c);
+	ap_cache_leave_n(c, cn - n);            /* n lent: held unchanged */
 }
 
 /*

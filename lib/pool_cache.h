@@ -113,8 +113,7 @@ static inline __attribute__((always_inline)) bool ap_cache_put_lent(struct async
 		n = c->n;
 		o = ap_owner_hint(pool, idx);
 		if (AP_LIKELY(n != c->size && ap_cache_push_owned(pool, c, n, o, idx, gen))) {
-			ap_cache_set_n_lent(c, n + 1);      /* lent back: held unchanged */
-			ap_cache_leave(c);
+			ap_cache_leave_n(c, n + 1);         /* lent back: held unchanged */
 			return true;
 		}
 		if (ap_outbox_gather(pool, c, o, idx, gen)) {
@@ -150,8 +149,7 @@ static inline __attribute__((always_inline)) bool ap_cache_take_gen(struct async
 			 * lent: its word stays as it is (ap_cache_lend). */
 			*gen = c->gen[n - 1];
 			*idx = c->idx[n - 1];
-			ap_cache_set_n_lent(c, n - 1);      /* lent: held unchanged */
-			ap_cache_leave(c);
+			ap_cache_leave_n(c, n - 1);         /* lent: held unchanged */
 			return true;
 		}
 		ap_cache_leave(c);
@@ -191,8 +189,8 @@ static inline __attribute__((always_inline)) uint64_t ap_cache_take_shared(struc
 			idx = c->idx[n - 1];
 			gen = ap_state_cached_to_leased(&pool->fl.state[idx], pool->fl.me, c->gen[n - 1]);
 			if (AP_LIKELY(gen)) {
-				t = AP_TOKEN_MAKE(gen, idx);
-				ap_cache_set_n_shared(c, n - 1);
+				ap_cache_leave_n(c, n - 1);
+				return AP_TOKEN_MAKE(gen, idx);
 			}
 		}
 		ap_cache_leave(c);
@@ -230,8 +228,8 @@ static inline __attribute__((always_inline)) bool ap_cache_put_shared(struct asy
 								 ap_gen_next(gen))))) {
 				c->idx[n] = idx;
 				c->gen[n] = ap_gen_next(gen);
-				ap_cache_set_n_shared(c, n + 1);
-				done = true;
+				ap_cache_leave_n(c, n + 1);
+				return true;
 			}
 		}
 		ap_cache_leave(c);

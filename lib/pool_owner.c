@@ -514,8 +514,7 @@ int ap_owner_release(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, u
 		atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
 		c->idx[n] = idx;
 		c->gen[n] = ap_gen_next(gen);
-		ap_cache_set_n_lent(c, n + 1);  /* lent back: held unchanged */
-		ap_cache_leave(c);
+		ap_cache_leave_n(c, n + 1);     /* lent back: held unchanged */
 		return 0;
 	}
 	/*

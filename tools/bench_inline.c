@@ -8,6 +8,10 @@
  * price.  Variants for measuring, not for use: one thread, nothing else
  * touching the pool, and the cache's n written back as the library keeps
  * it when the loop ends.  Any refusal aborts: a variant never falls back.
+ * The -tokens variants keep the cache's entries as tokens (generation <<
+ * 32 | index) in an array of their own, as a later layout could: one
+ * load to take an entry, one store to put one; inline-bulk32* rebuild
+ * the bulk pair of 32 (__asyncpool_take_n(), __asyncpool_put_n()).
  */
 #include "config.h"
 
@@ -26,6 +30,7 @@
 #define INL_RECHECK     8u      /* the release looks up the thread's cache again */
 #define INL_WORD        16u     /* the word compared and stored with the next generation */
 #define INL_SPLIT_LEAVE 32u     /* layout 1's leave: n, then busy = 0 (one store more) */
+#define INL_TOKENS      64u     /* the entries as tokens, in an array of the variant's */
 #define INL_ALL (INL_WINDOW | INL_OWNER_HINT | INL_RELEASED | INL_RECHECK | INL_WORD)
 
 static const unsigned inl_parts[] = {
@@ -36,7 +41,32 @@ static const unsigned inl_parts[] = {
 	[BENCH_INLINE_NO_RELEASED] = INL_ALL & ~INL_RELEASED,
 	[BENCH_INLINE_NO_RECHECK] = INL_ALL & ~INL_RECHECK,
 	[BENCH_INLINE_BARE] = 0,
+	[BENCH_INLINE_TOKENS] = INL_ALL | INL_TOKENS,
+	[BENCH_INLINE_BULK32] = INL_ALL,
+	[BENCH_INLINE_BULK32_TOKENS] = INL_ALL | INL_TOKENS,
 };
+
+/* The cache's entries as tokens, for an INL_TOKENS loop; n of them. */
+static uint64_t *inl_tokens_of(const struct asyncpool_inline_cache *c)
+{
+	uint64_t *tok = malloc((size_t)c->size * sizeof(*tok));
+
+	if (!tok)
+		abort();
+	for (uint32_t j = 0; j < c->n; j++)
+		tok[j] = (uint64_t)c->gen[j] << 32 | c->idx[j];
+	return tok;
+}
+
+/* Back into the cache's idx[] and gen[], as the library keeps them. */
+static void inl_tokens_back(struct asyncpool_inline_cache *c, uint64_t *tok)
+{
+	for (uint32_t j = 0; j < c->n; j++) {
+		c->idx[j] = (uint32_t)tok[j];
+		c->gen[j] = (uint32_t)(tok[j] >> 32);
+	}
+	free(tok);
+}
 
 static struct asyncpool_inline_cache *inl_cache(struct asyncpool *pool)
 {
@@ -79,6 +109,7 @@ static inline __attribute__((always_inline)) uint64_t inl_loop(struct asyncpool 
 							      const unsigned parts)
 {
 	struct asyncpool_inline_cache *c = inl_cache(pool);
+	uint64_t *const tok = (parts & INL_TOKENS) ? inl_tokens_of(c) : NULL;
 	uint64_t acc = 0;
 
 	for (unsigned long i = 0; i < ops; i++) {
@@ -91,7 +122,10 @@ static inline __attribute__((always_inline)) uint64_t inl_loop(struct asyncpool 
 		n = inl_enter(c, parts);
 		if (__builtin_expect(n == 0, 0))
 			abort();
-		t = (uint64_t)c->gen[n - 1] << 32 | c->idx[n - 1];
+		if (parts & INL_TOKENS)
+			t = tok[n - 1];
+		else
+			t = (uint64_t)c->gen[n - 1] << 32 | c->idx[n - 1];
 		inl_leave(c, n - 1, parts);
 		__asm__ volatile("" : "+r"(t));         /* the caller's use of the token */
 		acc += (uint32_t)t;
@@ -117,10 +151,16 @@ static inline __attribute__((always_inline)) uint64_t inl_loop(struct asyncpool 
 		}
 		if (parts & INL_RELEASED)
 			__atomic_store_n(&c->released[idx], gen, __ATOMIC_RELAXED);
-		c->idx[n] = idx;
-		c->gen[n] = gen + 1;
+		if (parts & INL_TOKENS) {
+			tok[n] = t + ((uint64_t)1 << 32);
+		} else {
+			c->idx[n] = idx;
+			c->gen[n] = gen + 1;
+		}
 		inl_leave(c, n + 1, parts);
 	}
+	if (parts & INL_TOKENS)
+		inl_tokens_back(c, tok);
 	if (!(parts & INL_WORD) && ops) {
 		/* The generation moved in gen[] only: put the word where
 		 * the cache's entry says, as the library would have. */
@@ -131,9 +171,105 @@ static inline __attribute__((always_inline)) uint64_t inl_loop(struct asyncpool 
 	return acc;
 }
 
+/*
+ * The bulk pair of 32, __asyncpool_take_n() and __asyncpool_put_n()
+ * rebuilt (INL_TOKENS: the entries as tokens); ops buffers in all.
+ */
+static inline __attribute__((always_inline)) uint64_t
+inl_bulk_loop(struct asyncpool *pool, unsigned long ops, const unsigned parts)
+{
+	enum { K = 32 };
+	struct asyncpool_inline_cache *c = inl_cache(pool);
+	uint64_t *const tok = (parts & INL_TOKENS) ? inl_tokens_of(c) : NULL;
+	uint64_t t[K], acc = 0;
+
+	for (unsigned long i = 0; i < ops; i += K) {
+		uint32_t m, j, ok = 1, count;
+
+		/* take K, the top first */
+		c = inl_cache(pool);
+		m = inl_enter(c, parts);
+		if (__builtin_expect(m < K, 0))
+			abort();
+		if (parts & INL_TOKENS) {
+			const uint64_t *const ct = tok + m - 1;
+
+			for (j = 0; j < K; j++)
+				t[j] = ct[-(ptrdiff_t)j];
+		} else {
+			const uint32_t *const cidx = c->idx + m - 1, *const cgen = c->gen + m - 1;
+
+			for (j = 0; j < K; j++)
+				t[j] = (uint64_t)cgen[-(ptrdiff_t)j] << 32 | cidx[-(ptrdiff_t)j];
+		}
+		inl_leave(c, m - K, parts);
+		__asm__ volatile("" : : "r"(t) : "memory");     /* the caller's use of the tokens */
+		acc += (uint32_t)t[0];
+
+		/* put K back: every token checked first, then each decided */
+		c = inl_cache(pool);
+		count = c->count;
+		for (j = 0; j < K; j++)
+			ok &= ((uint32_t)t[j] < count) & ((uint32_t)(t[j] >> 32) - 1u < 0xfffffffeu);
+		if (__builtin_expect(!ok, 0))
+			abort();
+		m = inl_enter(c, parts);
+		if (__builtin_expect(K > c->size - m, 0))
+			abort();
+		{
+			uint64_t *const state = c->state;
+			uint32_t *const owner_of = c->owner_of, *const released = c->released;
+			uint32_t *const cidx = c->idx + m, *const cgen = c->gen + m;
+			uint64_t *const ct = (parts & INL_TOKENS) ? tok + m : NULL;
+			const uint64_t owned = c->owned;
+			const uint32_t id = c->id;
+
+			for (j = 0; j < K; j++) {
+				uint32_t idx = (uint32_t)t[j], gen = (uint32_t)(t[j] >> 32);
+				uint64_t w = owned | gen;
+
+				if (__builtin_expect(
+					    __atomic_load_n(&owner_of[idx], __ATOMIC_RELAXED) != id ||
+					    __atomic_load_n(&state[idx], __ATOMIC_RELAXED) != w, 0))
+					abort();
+				__atomic_store_n(&state[idx], w + 1, __ATOMIC_RELAXED);
+				__atomic_store_n(&released[idx], gen, __ATOMIC_RELAXED);
+				if (parts & INL_TOKENS) {
+					ct[j] = t[j] + ((uint64_t)1 << 32);
+				} else {
+					cidx[j] = idx;
+					cgen[j] = gen + 1;
+				}
+			}
+		}
+		inl_leave(c, m + K, parts);
+	}
+	if (parts & INL_TOKENS)
+		inl_tokens_back(c, tok);
+	return acc;
+}
+
+/* Each variant a function of its own: one loop's registers do not crowd another's. */
+#define INL_FN(k, loop)                                                              \
+	static __attribute__((noinline)) uint64_t inl_##k(struct asyncpool *pool,   \
+							  unsigned long ops)          \
+	{                                                                            \
+		return loop(pool, ops, inl_parts[k]);                                \
+	}
+INL_FN(BENCH_INLINE_PAIR, inl_loop)
+INL_FN(BENCH_INLINE_NO_WINDOW, inl_loop)
+INL_FN(BENCH_INLINE_SPLIT_LEAVE, inl_loop)
+INL_FN(BENCH_INLINE_NO_OWNER_HINT, inl_loop)
+INL_FN(BENCH_INLINE_NO_RELEASED, inl_loop)
+INL_FN(BENCH_INLINE_NO_RECHECK, inl_loop)
+INL_FN(BENCH_INLINE_BARE, inl_loop)
+INL_FN(BENCH_INLINE_TOKENS, inl_loop)
+INL_FN(BENCH_INLINE_BULK32, inl_bulk_loop)
+INL_FN(BENCH_INLINE_BULK32_TOKENS, inl_bulk_loop)
+
 #define INL_CASE(k)                                                                  \
 	case k:                                                                      \
-		return inl_loop(pool, ops, inl_parts[k]);
+		return inl_##k(pool, ops);
 
 uint64_t bench_inline(enum bench_inline_kind kind, struct asyncpool *pool, unsigned long ops)
 {
@@ -142,6 +278,13 @@ uint64_t bench_inline(enum bench_inline_kind kind, struct asyncpool *pool, unsig
 	/* One pair through the library first: the thread's cache is pool's. */
 	if (asyncpool_acquire_tokens(pool, &t, 1) || asyncpool_release_token(pool, t))
 		abort();
+	/* The bulk pair takes 32 from the cache: give it 32 released here. */
+	if (kind == BENCH_INLINE_BULK32 || kind == BENCH_INLINE_BULK32_TOKENS) {
+		uint64_t b[32];
+
+		if (asyncpool_acquire_tokens(pool, b, 32) || asyncpool_release_tokens(pool, b, 32))
+			abort();
+	}
 	switch (kind) {
 		INL_CASE(BENCH_INLINE_PAIR)
 		INL_CASE(BENCH_INLINE_NO_WINDOW)
@@ -150,6 +293,9 @@ uint64_t bench_inline(enum bench_inline_kind kind, struct asyncpool *pool, unsig
 		INL_CASE(BENCH_INLINE_NO_RELEASED)
 		INL_CASE(BENCH_INLINE_NO_RECHECK)
 		INL_CASE(BENCH_INLINE_BARE)
+		INL_CASE(BENCH_INLINE_TOKENS)
+		INL_CASE(BENCH_INLINE_BULK32)
+		INL_CASE(BENCH_INLINE_BULK32_TOKENS)
 	}
 	abort();
 }
