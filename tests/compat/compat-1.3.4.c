@@ -28,35 +28,7 @@
 #define BS     64
 #define ROUNDS 200
 
-static struct asyncpool_region *region(struct asyncpool_proactor *p)
-{
-	struct asyncpool_slab_options o;
-	struct asyncpool_slab *s;
-	struct asyncpool_region *r;
-
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.buffer_size = BS;
-	o.buffer_count = N;
-	o.numa_node = -1;
-	if (asyncpool_slab_create(&o, &s))
-		bail_out("slab");
-	if (asyncpool_proactor_register_slab(p, s, ASYNCPOOL_ACCESS_READ, &r))
-		bail_out("register_slab");
-	asyncpool_slab_unref(s);
-	return r;
-}
-
-static uint64_t bad(struct asyncpool *pool)
-{
-	struct asyncpool_stats st;
-
-	memset(&st, 0, sizeof(st));
-	st.size = sizeof(st);
-	if (asyncpool_stats(pool, &st))
-		return UINT64_MAX;
-	return st.bad_releases;
-}
+#include "compat.h"
 
 static void cycle(struct asyncpool *pool, const char *what)
 {
