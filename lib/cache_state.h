@@ -144,7 +144,8 @@ static inline void ap_cache_leave(struct ap_cache *c)
  */
 static inline void ap_cache_leave_n(struct ap_cache *c, uint32_t n)
 {
-#if __SIZEOF_POINTER__ == 8 && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#if __SIZEOF_POINTER__ == 8 && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && \
+	!defined(__ASYNCPOOL_TSAN)
 	typedef uint64_t __attribute__((may_alias)) ap_count_word;
 
 	__atomic_store_n((ap_count_word *)&c->n, (uint64_t)n, __ATOMIC_RELEASE);

@@ -27,6 +27,20 @@ extern "C" {
 struct asyncpool;
 struct asyncpool_region;
 
+/*
+ * ThreadSanitizer keys a release and an acquire by address, so it does
+ * not see the 32-bit load of busy synchronise with the 64-bit store of
+ * n and busy: under it, the leave stores them one at a time (as version
+ * 1 did; the layout is the same).
+ */
+#if defined(__SANITIZE_THREAD__)
+#define __ASYNCPOOL_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define __ASYNCPOOL_TSAN 1
+#endif
+#endif
+
 /* The version of struct asyncpool_inline_cache this header describes. */
 #define ASYNCPOOL_INLINE_ABI 2u
 
@@ -143,14 +157,16 @@ __asyncpool_leave(struct asyncpool_inline_cache *c)
 
 /*
  * Leave with n entries: n and busy = 0 in one release store, where they
- * are one word (64-bit little-endian targets; two stores elsewhere).  n
+ * are one word (64-bit little-endian targets; two stores elsewhere, and
+ * under ThreadSanitizer).  n
  * is ours to write only while busy: a thread that takes the cache waits
  * for busy = 0 before it writes n, and sees this n with it.
  */
 ASYNCPOOL_GNU_INLINE void
 __asyncpool_leave_n(struct asyncpool_inline_cache *c, uint32_t n)
 {
-#if __SIZEOF_POINTER__ == 8 && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#if __SIZEOF_POINTER__ == 8 && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && \
+	!defined(__ASYNCPOOL_TSAN)
 	typedef uint64_t __attribute__((may_alias)) __asyncpool_word;
 
 	__atomic_store_n((__asyncpool_word *)&c->n, (uint64_t)n, __ATOMIC_RELEASE);
