@@ -60,27 +60,39 @@ extern _Atomic uint64_t ap_test_exported_calls;
 
 static void rounds(struct asyncpool *pool, const char *what, int inline_expected)
 {
+	const struct asyncpool_inline_cache *c;
 	struct asyncpool_lease l, copy;
 	uint64_t t, tb[4], stale, before;
-	int wrong = 0;
+	int wrong = 0, inside = 0, moved = 0;
+	uint32_t n;
 
 	/* The thread's cache of pool, made and filled by the library. */
 	if (asyncpool_acquire_tokens(pool, &t, 1) || asyncpool_release_token(pool, t))
 		bail_out("%s: warm-up", what);
+	c = asyncpool_inline_cache();
+	n = c->n;
 	before = ap_test_exported_calls;
+	/* Every call leaves the cache (busy 0: n and busy are one word
+	 * since layout 2, and the leave stores both), and every round gives
+	 * back to it as many entries as it took. */
+#define LEFT(call) ((call), inside += c->busy != 0)
 	for (int r = 0; r < ROUNDS; r++) {
-		wrong += asyncpool_acquire_tokens(pool, &t, 1) != 0;
+		LEFT(wrong += asyncpool_acquire_tokens(pool, &t, 1) != 0);
 		wrong += t >> 32 == 0 || (uint32_t)t >= N;
-		wrong += asyncpool_release_token(pool, t) != 0;
-		wrong += asyncpool_acquire(pool, &l) != 0;
+		LEFT(wrong += asyncpool_release_token(pool, t) != 0);
+		LEFT(wrong += asyncpool_acquire(pool, &l) != 0);
 		wrong += l.generation == 0 || l.buffer_index >= N || l.span.length != 64 ||
 			 l.span.offset != (size_t)l.buffer_index * 64 || !asyncpool_lease_held(&l);
-		asyncpool_lease_release(&l);
+		LEFT(asyncpool_lease_release(&l));
 		wrong += asyncpool_lease_held(&l);
-		wrong += asyncpool_acquire_tokens(pool, tb, 4) != 0;
-		wrong += asyncpool_release_tokens(pool, tb, 4) != 0;
+		LEFT(wrong += asyncpool_acquire_tokens(pool, tb, 4) != 0);
+		LEFT(wrong += asyncpool_release_tokens(pool, tb, 4) != 0);
+		moved += c->n != n;
 	}
+#undef LEFT
 	is_int(wrong, 0, "%s: every acquire and release right", what);
+	is_int(inside, 0, "%s: the owner left its cache after every call", what);
+	is_int(moved, 0, "%s: every round gave back to the cache what it took (%u entries)", what, n);
 	if (inline_expected)
 		is_int(ap_test_exported_calls - before, 0, "%s: no exported call", what);
 	else
@@ -176,7 +188,7 @@ int main(void)
 	size_t size;
 	void *mem;
 
-	plan(2 * 12 + 6 + 3 + 2 * 4 + 1);
+	plan(2 * 14 + 6 + 3 + 2 * 4 + 1);
 	if (asyncpool_proactor_create_memory(&p))
 		bail_out("proactor");
 
