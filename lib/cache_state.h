@@ -3,8 +3,8 @@
  * The state of a per-thread cache, below every file that uses one:
  * the cache's struct, its count, and its owner's half of the window.
  *
- * A cache is an array of free buffer indices, with the generation of
- * each one's state word, owned by one thread, for one pool handle
+ * A cache is an array of free buffers as tokens (the generation of
+ * each one's state word << 32 | its index), owned by one thread, for one pool handle
  * (pool_cache.c makes and finds them; pool_depot.c moves their batches;
  * pool_owner.c decides what comes back to them; pool_bypass.c stops
  * their owners; pool_takeover.c takes their buffers; pool_lend.c lends
@@ -71,8 +71,8 @@ struct ap_cache {
 	uint32_t          count;        /* pool->fl.count */
 	uint32_t          n __attribute__((aligned(8))); /* cached buffers (read by others: relaxed) */
 	uint32_t          busy;         /* the owner is inside (above); with n, one word */
-	uint32_t         *idx;          /* idx[j]: a buffer (slots[]) */
-	uint32_t         *gen;          /* gen[j]: the generation of idx[j]'s word */
+	uint64_t         *tok;          /* tok[j]: an entry (slots[]), ap_cache_idx/gen */
+	uint64_t          reserved1;
 	uint64_t          owned;        /* ap_owned_word(id, 0) */
 	uint32_t          id;           /* owner id in the words (local pools that lend) */
 	uint32_t          reserved0;
@@ -98,8 +98,19 @@ struct ap_cache {
 	struct ap_tcache *owner;        /* the owning thread's table */
 	/* Owner thread, inside (a flusher under the lock takes them). */
 	struct ap_outbox  outbox[AP_OUTBOXES];
-	uint32_t          slots[];      /* size entries (idx), then gen's size */
+	uint64_t          slots[];      /* size entries */
 };
+
+/* Entry j of cache c: its buffer, and the generation of the buffer's word. */
+static inline uint32_t ap_cache_idx(const struct ap_cache *c, uint32_t j)
+{
+	return AP_TOKEN_INDEX(c->tok[j]);
+}
+
+static inline uint32_t ap_cache_gen(const struct ap_cache *c, uint32_t j)
+{
+	return AP_TOKEN_GEN(c->tok[j]);
+}
 
 static inline uint32_t ap_cache_n(const struct ap_cache *c)
 {

@@ -471,10 +471,15 @@ int ap_fl_pop_owned(struct ap_freelist *fl, uint32_t *idx, uint32_t *gen, uint32
 
 #undef AP_OUT
 
-/* One push loop, inlined into both pushes: a single push runs it with n 1. */
+/*
+ * One push loop, inlined into every push: a single push runs it with n
+ * 1; the buffers are idx[0..n), or the indices of tokens tok[0..n).
+ */
 static inline __attribute__((always_inline)) int push_chain(struct ap_freelist *fl,
-							   const uint32_t *idx, uint32_t n)
+							   const uint32_t *idx, const uint64_t *tok,
+							   uint32_t n)
 {
+#define AP_PUSHED(j) (tok ? (uint32_t)tok[j] : idx[j])
 	struct ap_pool_head *line = fl->line;
 	uint64_t h;
 
@@ -493,11 +498,11 @@ static inline __attribute__((always_inline)) int push_chain(struct ap_freelist *
 		 * in one pass with the depths (a retry writes them again).
 		 */
 		for (uint32_t j = 0; j + 1 < n; j++) {
-			ap_state_set_link(&fl->link[idx[j]], idx[j + 1]);
-			atomic_store_explicit(&fl->depth[idx[j]], d + n - j, memory_order_relaxed);
+			ap_state_set_link(&fl->link[AP_PUSHED(j)], AP_PUSHED(j + 1));
+			atomic_store_explicit(&fl->depth[AP_PUSHED(j)], d + n - j, memory_order_relaxed);
 		}
-		atomic_store_explicit(&fl->depth[idx[n - 1]], d + 1, memory_order_relaxed);
-		ap_state_set_link(&fl->link[idx[n - 1]], top);
+		atomic_store_explicit(&fl->depth[AP_PUSHED(n - 1)], d + 1, memory_order_relaxed);
+		ap_state_set_link(&fl->link[AP_PUSHED(n - 1)], top);
 		AP_TEST_POINT();
 		AP_TEST_AT(AP_TP_PUSH_LINKED);
 		/*
@@ -506,7 +511,7 @@ static inline __attribute__((always_inline)) int push_chain(struct ap_freelist *
 		 * On x86 both are the same locked instruction.
 		 */
 		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
-							  AP_HEAD_MAKE(idx[0], AP_HEAD_TAG(h) + 1),
+							  AP_HEAD_MAKE(AP_PUSHED(0), AP_HEAD_TAG(h) + 1),
 							  memory_order_seq_cst,
 							  memory_order_acquire)) {
 			ap_wait_wake(line, fl->shared);
@@ -515,16 +520,22 @@ static inline __attribute__((always_inline)) int push_chain(struct ap_freelist *
 	}
 	ap_fl_count_corruption(fl, 1);
 	return -EUCLEAN;
+#undef AP_PUSHED
 }
 
 int ap_fl_push(struct ap_freelist *fl, uint32_t idx)
 {
-	return push_chain(fl, &idx, 1);
+	return push_chain(fl, &idx, NULL, 1);
 }
 
 int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n)
 {
-	return push_chain(fl, idx, n);
+	return push_chain(fl, idx, NULL, n);
+}
+
+int ap_fl_push_tokens(struct ap_freelist *fl, const uint64_t *tok, uint32_t n)
+{
+	return push_chain(fl, NULL, tok, n);
 }
 
 int ap_fl_release(struct ap_freelist *fl, uint32_t idx, uint32_t gen)
@@ -541,7 +552,7 @@ int ap_fl_release(struct ap_freelist *fl, uint32_t idx, uint32_t gen)
 		return -EALREADY;
 	}
 	AP_TEST_AT(AP_TP_RELEASE_CLAIMED);
-	rc = push_chain(fl, &idx, 1);
+	rc = push_chain(fl, &idx, NULL, 1);
 	if (AP_UNLIKELY(rc))
 		ap_state_unclaim(&fl->state[idx], was);
 	else if (kind == AP_K_CACHED)

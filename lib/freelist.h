@@ -110,6 +110,8 @@ int ap_fl_push(struct ap_freelist *fl, uint32_t idx);
  * path that links buffers in comes through one of them.
  */
 int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n);
+/* ap_fl_push_chain() of the buffers of tokens tok[0..n) (generation << 32 | index). */
+int ap_fl_push_tokens(struct ap_freelist *fl, const uint64_t *tok, uint32_t n);
 /* The buffers on the list, bounded and honest about a cycle: a walk. */
 uint32_t ap_fl_count(const struct ap_freelist *fl);
 /*

@@ -24,6 +24,18 @@ typedef void ap_release_token_fn(void *ctx, uint64_t token);
 #define AP_TOKEN_INDEX(t)       ((uint32_t)(t))
 #define AP_TOKEN_GEN(t)         ((uint32_t)((t) >> 32))
 
+/*
+ * In memory, a token is two uint32_t that a chain pop fills in place
+ * (index and generation at a stride of 8): their byte offsets.
+ */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define AP_TOKEN_IDX_AT 0
+#define AP_TOKEN_GEN_AT 4
+#else
+#define AP_TOKEN_IDX_AT 4
+#define AP_TOKEN_GEN_AT 0
+#endif
+
 static inline void ap_lease_init(struct asyncpool_lease *out, struct asyncpool_region *region,
 				 size_t offset, size_t length, ap_release_fn *fn, void *ctx,
 				 uint32_t buffer_index)

@@ -14,30 +14,12 @@
 #define AP_BULK_CHUNK 64u
 
 /*
- * A token is generation << 32 | index: in memory, two uint32_t that a
- * chain pop fills in place (index and generation at a stride of 8).
- */
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define AP_TOKEN_IDX_AT 0
-#define AP_TOKEN_GEN_AT 4
-#else
-#define AP_TOKEN_IDX_AT 4
-#define AP_TOKEN_GEN_AT 0
-#endif
-
-/*
  * Four 32-bit lanes (GCC's and clang's vector extensions: SSE2 on
- * x86-64, plain code where there is no SIMD), for the loops that move
- * tokens as two halves.
+ * x86-64, plain code where there is no SIMD), for the check of tokens
+ * two at a time.
  */
 typedef uint32_t ap_v4u __attribute__((vector_size(16)));
 typedef int32_t ap_v4i __attribute__((vector_size(16)));
-
-#if defined(__has_builtin)
-#if __has_builtin(__builtin_shufflevector)
-#define AP_BULK_SHUFFLE 1
-#endif
-#endif
 
 /* Build leases whose buffer_index and generation a chain pop filled. */
 static void leases_build(struct asyncpool *pool, struct asyncpool_lease *l, unsigned int n,
@@ -180,7 +162,7 @@ static inline __attribute__((always_inline)) int cache_next(struct asyncpool *po
 
 			if (AP_LIKELY(g)) {
 				ap_cache_set_n(c, cn);
-				*idx = c->idx[cn];
+				*idx = ap_cache_idx(c, cn);
 				*gen = g;
 				return 1;
 			}
@@ -197,43 +179,19 @@ static inline __attribute__((always_inline)) int cache_next(struct asyncpool *po
  * as cache_next() takes them.  A lent buffer's word is not written
  * (buffer_state.h, "Lent, not leased"), and an entry of such a cache
  * always has a generation (the refill or the release that cached it
- * gave one), so each buffer is a copy out of c->idx[] and c->gen[]: no
- * branch per buffer, lent counted and c->n set once.  Leaves c.
+ * gave one), so each buffer is a copy of its entry, which is its token
+ * (layout version 3): no branch per buffer, lent counted and c->n set
+ * once.  Leaves c.
  */
 static void tokens_lend(struct ap_cache *c, uint64_t *tokens, unsigned int n)
 {
 	uint32_t cn = ap_cache_n(c);
-	const uint32_t *idx = &c->idx[cn], *gen = &c->gen[cn];
-	unsigned int j = 0;
+	const uint64_t *top = &c->tok[cn];
 
-#ifdef AP_BULK_SHUFFLE
-	/*
-	 * Four at a time: the top four indices and generations, reversed
-	 * and interleaved into four tokens (9 instructions a token one by
-	 * one, 3 so).
-	 */
-	for (; j + 4 <= n; j += 4) {
-		ap_v4u i, g, t0, t1;
-
-		idx -= 4;
-		gen -= 4;
-		memcpy(&i, idx, sizeof(i));
-		memcpy(&g, gen, sizeof(g));
-#if AP_TOKEN_IDX_AT == 0
-		t0 = __builtin_shufflevector(i, g, 3, 7, 2, 6);
-		t1 = __builtin_shufflevector(i, g, 1, 5, 0, 4);
-#else
-		t0 = __builtin_shufflevector(i, g, 7, 3, 6, 2);
-		t1 = __builtin_shufflevector(i, g, 5, 1, 4, 0);
-#endif
-		memcpy(&tokens[j], &t0, sizeof(t0));
-		memcpy(&tokens[j + 2], &t1, sizeof(t1));
-	}
-#endif
-	/* Pointers that step down: an index that counts down from cn cost
+	/* A pointer that steps down: an index that counts down from cn cost
 	 * a sign extension and an address computation per buffer. */
-	for (; j < n; j++)
-		tokens[j] = AP_TOKEN_MAKE(*--gen, *--idx);
+	for (unsigned int j = 0; j < n; j++)
+		tokens[j] = *--top;
 	ap_cache_leave_n(c, cn - n);            /* n lent: held unchanged */
 }
 
@@ -242,15 +200,16 @@ static void leases_lend(struct asyncpool *pool, struct ap_cache *c, struct async
 			unsigned int n)
 {
 	uint32_t cn = ap_cache_n(c);
-	const uint32_t *idx = &c->idx[cn], *gen = &c->gen[cn];
+	const uint64_t *top = &c->tok[cn];
 	struct asyncpool_region *region = pool->region;
 	size_t bs = pool->buffer_size;
 
 	for (unsigned int j = 0; j < n; j++) {
-		uint32_t i = *--idx;
+		uint64_t t = *--top;
+		uint32_t i = AP_TOKEN_INDEX(t);
 
 		ap_lease_init_gen(&l[j], region, (size_t)i * bs, bs, ap_cache_recycle, pool, i,
-				  *--gen);
+				  AP_TOKEN_GEN(t));
 	}
 	ap_cache_leave_n(c, cn - n);            /* n lent: held unchanged */
 }
@@ -336,7 +295,7 @@ struct put_back {
 	struct asyncpool *pool;
 	struct ap_freelist *fl;
 	struct ap_cache *c;             /* entered, or NULL: the freelist */
-	uint32_t n;                     /* in c->idx[], or in idx[] */
+	uint32_t n;                     /* in c->tok[], or in idx[] */
 	uint32_t size;                  /* of c: read once, not after every CAS */
 	uint32_t bad;                   /* refused */
 	uint32_t lent_back;             /* lent ones, back into c or the freelist */
@@ -503,7 +462,7 @@ struct own_put {
 	_Atomic uint32_t *owner_of;
 	_Atomic uint32_t *released;
 	struct ap_cache  *c;            /* entered */
-	uint32_t         *top, *gtop;   /* &c->idx[c->n], &c->gen[c->n] */
+	uint64_t         *top;          /* &c->tok[c->n] */
 	uint64_t          word;         /* ap_owned_word(c's id, 0) */
 	uint32_t          id, size;
 	uint32_t          r;            /* in rest[] */
@@ -517,8 +476,7 @@ static inline void own_begin(struct own_put *op, struct asyncpool *pool, struct 
 	op->owner_of = pool->owner_of;
 	op->released = pool->released;
 	op->c = c;
-	op->top = &c->idx[ap_cache_n(c)];
-	op->gtop = &c->gen[ap_cache_n(c)];
+	op->top = &c->tok[ap_cache_n(c)];
 	op->id = c->id;
 	op->word = ap_owned_word(c->id, 0);
 	op->size = c->size;
@@ -529,7 +487,7 @@ static inline void own_begin(struct own_put *op, struct asyncpool *pool, struct 
 /* How many the cache holds now. */
 static inline uint32_t own_n(const struct own_put *op)
 {
-	return (uint32_t)(op->top - op->c->idx);
+	return (uint32_t)(op->top - op->c->tok);
 }
 
 /*
@@ -545,8 +503,7 @@ static inline uint32_t own_room(struct own_put *op, uint32_t m)
 		ap_cache_set_n(op->c, n);
 		ap_cache_flush_batch(op->c);
 		n = ap_cache_n(op->c);
-		op->top = &op->c->idx[n];
-		op->gtop = &op->c->gen[n];
+		op->top = &op->c->tok[n];
 	}
 	return op->size - n < m ? op->size - n : m;
 }
@@ -557,12 +514,10 @@ static inline __attribute__((always_inline)) void own_one(struct own_put *op, ui
 {
 	uint32_t o = atomic_load_explicit(&op->owner_of[idx], memory_order_relaxed);
 
-	if (AP_LIKELY(ap_owner_back(op->state, o, op->released, op->id, op->word, idx, gen))) {
-		*op->top++ = idx;
-		*op->gtop++ = gen + 1;
-	} else {
+	if (AP_LIKELY(ap_owner_back(op->state, o, op->released, op->id, op->word, idx, gen)))
+		*op->top++ = AP_TOKEN_MAKE(gen + 1, idx);
+	else
 		op->rest[op->r++] = AP_TOKEN_MAKE(gen, idx);
-	}
 }
 
 /* Write back what the loop changed, the taken ones (lent) counted back. */

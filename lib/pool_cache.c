@@ -51,8 +51,8 @@ AP_SAME_FIELD(size);
 AP_SAME_FIELD(count);
 AP_SAME_FIELD(busy);
 AP_SAME_FIELD(bypass);
-AP_SAME_FIELD(idx);
-AP_SAME_FIELD(gen);
+AP_SAME_FIELD(tok);
+AP_SAME_FIELD(reserved1);
 AP_SAME_FIELD(owned);
 AP_SAME_FIELD(id);
 AP_SAME_FIELD(state);
@@ -65,11 +65,11 @@ AP_SAME_FIELD(reserved);
 _Static_assert(offsetof(struct ap_cache, batch) == sizeof(struct asyncpool_inline_cache),
 	       "the library's fields of struct ap_cache follow the inline ABI's");
 _Static_assert(sizeof(struct asyncpool_inline_cache) == 128 || sizeof(void *) != 8,
-	       "layout version 2 is 128 bytes on 64-bit targets");
+	       "layout version 3 is 128 bytes on 64-bit targets");
 _Static_assert(offsetof(struct asyncpool_inline_cache, n) % 8 == 0 &&
 	       offsetof(struct asyncpool_inline_cache, busy) ==
 		       offsetof(struct asyncpool_inline_cache, n) + 4,
-	       "layout version 2: n and busy are one aligned 8-byte word, n first");
+	       "layout version 3: n and busy are one aligned 8-byte word, n first");
 
 #ifdef ASYNCPOOL_TEST_HOOKS
 /* A layout version to publish instead of ASYNCPOOL_INLINE_ABI (0: that one). */
@@ -245,15 +245,14 @@ static struct ap_cache *cache_alloc(struct asyncpool *pool, struct ap_tcache *t)
 {
 	/* Whole cache lines of its own: no false sharing with a neighbour. */
 	size_t size = ap_align_up(sizeof(struct ap_cache) +
-				  2 * (size_t)pool->cache_size * sizeof(uint32_t), AP_CACHE_LINE);
+				  (size_t)pool->cache_size * sizeof(uint64_t), AP_CACHE_LINE);
 	struct ap_cache *c = aligned_alloc(AP_CACHE_LINE, size);
 
 	if (!c)
 		return NULL;
 	memset(c, 0, size);
 	c->size = pool->cache_size;
-	c->idx = c->slots;
-	c->gen = &c->slots[c->size];
+	c->tok = c->slots;
 	c->batch = pool->cache_batch;
 	c->owner = t;
 	return c;
@@ -365,7 +364,7 @@ struct ap_cache *ap_cache_get(struct asyncpool *pool)
 static void cache_own(struct asyncpool *pool, struct ap_cache *c, uint32_t from, uint32_t to)
 {
 	for (uint32_t j = from; j < to; j++)
-		ap_own_buffer(pool, c->id, c->idx[j], c->gen[j]);
+		ap_own_buffer(pool, c->id, ap_cache_idx(c, j), ap_cache_gen(c, j));
 }
 
 int ap_cache_fill(struct asyncpool *pool, struct ap_cache *c, uint32_t min, uint32_t max)
@@ -389,7 +388,8 @@ int ap_cache_fill(struct asyncpool *pool, struct ap_cache *c, uint32_t min, uint
 	}
 	if (n >= max)
 		return 0;
-	rc = ap_pool_pop_chain(pool, &c->idx[n], &c->gen[n], sizeof(uint32_t),
+	rc = ap_pool_pop_chain(pool, (char *)&c->tok[n] + AP_TOKEN_IDX_AT,
+			       (char *)&c->tok[n] + AP_TOKEN_GEN_AT, sizeof(uint64_t),
 			       min > n ? min - n : 1, max - n, AP_K_CACHED, &got);
 	if (rc)
 		return n ? 0 : rc;
@@ -584,7 +584,7 @@ int ap_cache_acquire_once(struct asyncpool *pool, struct asyncpool_lease *out)
 		}
 		uint32_t lent = 0;
 
-		idx = c->idx[n - 1];
+		idx = ap_cache_idx(c, n - 1);
 		gen = ap_cache_lend(pool, c, n - 1, &lent);
 		ap_cache_add_lent(c, lent);
 		ap_cache_set_n(c, n - 1);

@@ -55,9 +55,10 @@ static inline uint32_t ap_cache_lend(struct asyncpool *pool, struct ap_cache *c,
 {
 	if (AP_LIKELY(pool->fl.lazy)) {
 		++*lent;
-		return c->gen[j];
+		return ap_cache_gen(c, j);
 	}
-	return ap_state_cached_to_leased(&pool->fl.state[c->idx[j]], pool->fl.me, c->gen[j]);
+	return ap_state_cached_to_leased(&pool->fl.state[ap_cache_idx(c, j)], pool->fl.me,
+					 ap_cache_gen(c, j));
 }
 
 /*
@@ -83,10 +84,10 @@ ap_cache_push(struct asyncpool *pool, struct ap_cache *c, uint32_t n, uint32_t i
 	kind = ap_state_leased_to_cached(&pool->fl.state[idx], gen, pool->fl.me, AP_NO_LENT);
 	if (AP_UNLIKELY(!kind))
 		return false;
-	c->idx[n] = idx;
 	/* The word's new generation; of a lease of any generation (0), read
 	 * back: the buffer is this cache's now, no one else changes it. */
-	c->gen[n] = gen ? ap_gen_next(gen) : AP_W_GEN(ap_state_load(&pool->fl.state[idx]));
+	c->tok[n] = AP_TOKEN_MAKE(gen ? ap_gen_next(gen) : AP_W_GEN(ap_state_load(&pool->fl.state[idx])),
+				  idx);
 	*back += kind == AP_K_CACHED;
 	return true;
 }
@@ -147,8 +148,8 @@ static inline __attribute__((always_inline)) bool ap_cache_take_gen(struct async
 		if (AP_LIKELY((n = c->n) != 0)) {
 			/* In range: the refill or release that cached it checked it;
 			 * lent: its word stays as it is (ap_cache_lend). */
-			*gen = c->gen[n - 1];
-			*idx = c->idx[n - 1];
+			*gen = ap_cache_gen(c, n - 1);
+			*idx = ap_cache_idx(c, n - 1);
 			ap_cache_leave_n(c, n - 1);         /* lent: held unchanged */
 			return true;
 		}
@@ -186,8 +187,9 @@ static inline __attribute__((always_inline)) uint64_t ap_cache_take_shared(struc
 	if (AP_LIKELY(ap_cache_enter(c))) {
 		/* n only once inside: a flusher may have emptied it. */
 		if (AP_LIKELY((n = c->n) != 0)) {
-			idx = c->idx[n - 1];
-			gen = ap_state_cached_to_leased(&pool->fl.state[idx], pool->fl.me, c->gen[n - 1]);
+			idx = ap_cache_idx(c, n - 1);
+			gen = ap_state_cached_to_leased(&pool->fl.state[idx], pool->fl.me,
+							ap_cache_gen(c, n - 1));
 			if (AP_LIKELY(gen)) {
 				ap_cache_leave_n(c, n - 1);
 				return AP_TOKEN_MAKE(gen, idx);
@@ -226,8 +228,7 @@ static inline __attribute__((always_inline)) bool ap_cache_put_shared(struct asy
 			if (AP_LIKELY_CAS(ap_state_cas(&pool->fl.state[idx], &w,
 						       AP_W_MAKE(AP_K_CACHED, pool->fl.me,
 								 ap_gen_next(gen))))) {
-				c->idx[n] = idx;
-				c->gen[n] = ap_gen_next(gen);
+				c->tok[n] = AP_TOKEN_MAKE(ap_gen_next(gen), idx);
 				ap_cache_leave_n(c, n + 1);
 				return true;
 			}

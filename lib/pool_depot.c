@@ -43,37 +43,33 @@ struct ap_depot {
 		uint32_t owner;
 	} slot[AP_DEPOT_SLOTS];
 	uint32_t batch;
-	uint32_t idx[];         /* AP_DEPOT_SLOTS x batch, then as many generations */
+	uint64_t tok[];         /* AP_DEPOT_SLOTS x batch entries, as a cache's */
 };
 
-static uint32_t *slot_idx(struct ap_depot *d, uint32_t s)
+static uint64_t *slot_tok(struct ap_depot *d, uint32_t s)
 {
-	return &d->idx[(size_t)s * d->batch];
-}
-
-static uint32_t *slot_gen(struct ap_depot *d, uint32_t s)
-{
-	return &d->idx[(size_t)(AP_DEPOT_SLOTS + s) * d->batch];
+	return &d->tok[(size_t)s * d->batch];
 }
 
 /*
- * Make k cached buffers (of a cache or of a depot slot) free, not yet
- * linked, keeping them at the front of v: how many.  A buffer whose
- * state is no longer cached (a copy of it went into another cache too)
- * (or its generation moved on) is dropped and counted, never linked in
- * twice.
+ * Make k cached buffers (entries of a cache or of a depot slot) free,
+ * not yet linked, keeping them at the front of t: how many.  A buffer
+ * whose state is no longer cached (a copy of it went into another cache
+ * too) (or its generation moved on) is dropped and counted, never
+ * linked in twice.
  */
-static uint32_t uncache(struct asyncpool *pool, uint32_t *v, uint32_t *gens, uint32_t k)
+static uint32_t uncache(struct asyncpool *pool, uint64_t *t, uint32_t k)
 {
 	uint32_t kept = 0, dropped = 0;
 
 	for (uint32_t j = 0; j < k; j++) {
+		uint32_t idx = AP_TOKEN_INDEX(t[j]);
+
 		if (pool->owner_of)     /* to the freelist: no owner */
-			atomic_store_explicit(&pool->owner_of[v[j]], 0, memory_order_relaxed);
-		if (AP_LIKELY(ap_state_uncache(&pool->fl.state[v[j]], pool->fl.me, gens[j]))) {
-			gens[kept] = gens[j];
-			v[kept++] = v[j];
-		} else
+			atomic_store_explicit(&pool->owner_of[idx], 0, memory_order_relaxed);
+		if (AP_LIKELY(ap_state_uncache(&pool->fl.state[idx], pool->fl.me, AP_TOKEN_GEN(t[j]))))
+			t[kept++] = t[j];
+		else
 			dropped++;
 		AP_TEST_AT(AP_TP_FLUSH_UNCACHED);
 	}
@@ -85,8 +81,8 @@ static uint32_t uncache(struct asyncpool *pool, uint32_t *v, uint32_t *gens, uin
 int ap_depot_init(struct asyncpool *pool, uint32_t batch)
 {
 	struct ap_depot *d;
-	size_t size = ap_align_up(sizeof(*d) + 2 * (size_t)AP_DEPOT_SLOTS * batch *
-				  sizeof(uint32_t), AP_CACHE_LINE);
+	size_t size = ap_align_up(sizeof(*d) + (size_t)AP_DEPOT_SLOTS * batch * sizeof(uint64_t),
+				  AP_CACHE_LINE);
 
 	d = aligned_alloc(AP_CACHE_LINE, size);
 	if (!d)
@@ -136,8 +132,7 @@ bool ap_depot_put(struct asyncpool *pool, struct ap_cache *c)
 
 	if (n < k || (s = slot_grab(d, false, &none)) == AP_DEPOT_SLOTS)
 		return false;
-	memcpy(slot_idx(d, s), &c->idx[n - k], k * sizeof(uint32_t));
-	memcpy(slot_gen(d, s), &c->gen[n - k], k * sizeof(uint32_t));
+	memcpy(slot_tok(d, s), &c->tok[n - k], k * sizeof(uint64_t));
 	d->slot[s].owner = 0;
 	ap_cache_set_n(c, n - k);       /* before the slot is full: fork (above) */
 	slot_let_go(d, s, k);
@@ -151,8 +146,7 @@ uint32_t ap_depot_take(struct asyncpool *pool, struct ap_cache *c)
 
 	if (s == AP_DEPOT_SLOTS)
 		return 0;
-	memcpy(c->idx, slot_idx(d, s), k * sizeof(uint32_t));
-	memcpy(c->gen, slot_gen(d, s), k * sizeof(uint32_t));
+	memcpy(c->tok, slot_tok(d, s), k * sizeof(uint64_t));
 	ap_cache_set_n(c, k);           /* before the slot is empty: fork (above) */
 	slot_let_go(d, s, 0);
 	return k;
@@ -165,8 +159,7 @@ bool ap_depot_grab(struct asyncpool *pool, bool full, struct ap_depot_slot *sl)
 	sl->s = slot_grab(d, full, &sl->n);
 	if (sl->s == AP_DEPOT_SLOTS)
 		return false;
-	sl->idx = slot_idx(d, sl->s);
-	sl->gen = slot_gen(d, sl->s);
+	sl->tok = slot_tok(d, sl->s);
 	sl->batch = d->batch;
 	sl->owner = d->slot[sl->s].owner;
 	return true;
@@ -192,9 +185,9 @@ int ap_depot_drain(struct asyncpool *pool)
 	if (!d)
 		return 0;
 	while ((s = slot_grab(d, true, &k)) != AP_DEPOT_SLOTS) {
-		uint32_t kept = uncache(pool, slot_idx(d, s), slot_gen(d, s), k);
+		uint32_t kept = uncache(pool, slot_tok(d, s), k);
 
-		if (ap_fl_push_chain(&pool->fl, slot_idx(d, s), kept) == 0)
+		if (ap_fl_push_tokens(&pool->fl, slot_tok(d, s), kept) == 0)
 			moved += (int)kept;
 		slot_let_go(d, s, 0);
 	}
@@ -246,7 +239,7 @@ bool ap_depot_holds(struct asyncpool *pool, uint32_t idx)
 		       AP_SLOT_BUSY)
 			sched_yield();
 		for (uint32_t j = 0; j < w && j < d->batch; j++)
-			if (slot_idx(d, s)[j] == idx)
+			if (AP_TOKEN_INDEX(slot_tok(d, s)[j]) == idx)
 				return true;
 	}
 	return false;
@@ -259,10 +252,10 @@ int ap_cache_flush_top(struct ap_cache *c, uint32_t k)
 {
 	struct asyncpool *pool = c->pool;
 	uint32_t from = ap_cache_n(c) - k;
-	uint32_t kept = uncache(pool, &c->idx[from], &c->gen[from], k);
+	uint32_t kept = uncache(pool, &c->tok[from], k);
 
 	ap_cache_set_n(c, from);
-	return ap_fl_push_chain(&pool->fl, &c->idx[from], kept);
+	return ap_fl_push_tokens(&pool->fl, &c->tok[from], kept);
 }
 
 /* Give all of a cache back to its pool's freelist. */

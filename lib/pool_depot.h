@@ -40,10 +40,10 @@ void ap_depot_forget_busy(struct asyncpool *pool);
  * count it held, the batch it holds at most, and the owner id whose
  * words and hints its entries are (0: unknown, a cache's batch).  grab
  * takes a full slot (full) or an empty one: false if none; let go
- * leaves count entries in it, idx[0..count), of owner.
+ * leaves count entries in it, tok[0..count), of owner.
  */
 struct ap_depot_slot {
-	uint32_t *idx, *gen;
+	uint64_t *tok;                  /* entries, as a cache's (cache_state.h) */
 	uint32_t s, n, batch, owner;
 };
 bool ap_depot_grab(struct asyncpool *pool, bool full, struct ap_depot_slot *sl);

@@ -50,14 +50,16 @@ static uint32_t lend_from_depot(struct asyncpool *pool, struct ap_cache *c, char
 
 	while (done < n && ap_depot_grab(pool, true, &sl)) {
 		uint32_t k = n - done < sl.n ? n - done : sl.n, from = sl.n - k;
-		const uint32_t *v = sl.idx, *g = sl.gen;
+		const uint64_t *t = sl.tok;
 
 		if (sl.owner != c->id)
 			for (uint32_t j = from; j < sl.n; j++)
-				ap_own_buffer(pool, c->id, v[j], g[j]);
+				ap_own_buffer(pool, c->id, AP_TOKEN_INDEX(t[j]), AP_TOKEN_GEN(t[j]));
 		for (uint32_t j = from; j < sl.n; j++, idx += stride, gen += stride) {
-			memcpy(idx, &v[j], sizeof(uint32_t));
-			memcpy(gen, &g[j], sizeof(uint32_t));
+			uint32_t i = AP_TOKEN_INDEX(t[j]), g = AP_TOKEN_GEN(t[j]);
+
+			memcpy(idx, &i, sizeof(i));
+			memcpy(gen, &g, sizeof(g));
 		}
 		ap_cache_add_lent(c, k);
 		ap_depot_let_go(pool, &sl, from);       /* the rest as they were */
@@ -202,7 +204,7 @@ static __attribute__((noinline)) uint32_t put_into_slot(struct asyncpool *pool, 
 {
 	ap_word *const state = pool->fl.state;
 	_Atomic uint32_t *const owner_of = pool->owner_of, *const released = pool->released;
-	uint32_t *const v = sl->idx, *const g = sl->gen;
+	uint64_t *const t = sl->tok;
 	const uint64_t word = ap_owned_word(id, 0);
 	uint32_t m = 0, refused = *r;
 
@@ -216,8 +218,7 @@ static __attribute__((noinline)) uint32_t put_into_slot(struct asyncpool *pool, 
 			      gen - 1u < 0xfffffffeu &&
 			      ap_state_owner_decide(&state[idx], word | gen, (word | gen) + 1))) {
 			atomic_store_explicit(&released[idx], gen, memory_order_relaxed);
-			v[m] = idx;
-			g[m++] = gen + 1;
+			t[m++] = AP_TOKEN_MAKE(gen + 1, idx);
 		} else {
 			rest[refused++] = tok[i];
 		}

@@ -240,8 +240,8 @@ bool ap_owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max)
 	const uint32_t count = pool->fl.count, size = c->size, mask = b->mask;
 	const uint32_t head0 = b->head, end = head0 + max;
 	uint32_t head = head0, taken = 0, fenced = 0;
-	/* top: where the next one goes; its generation goes size entries on. */
-	uint32_t *top = &c->idx[ap_cache_n(c)], *top0 = top, *full = &c->idx[size];
+	/* top: where the next one goes. */
+	uint64_t *top = &c->tok[ap_cache_n(c)], *top0 = top, *full = &c->tok[size];
 
 	if (head == atomic_load_explicit(&b->tail, memory_order_relaxed))
 		return false;
@@ -269,14 +269,13 @@ bool ap_owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max)
 			uint32_t n = drain_flush(c, size, (uint32_t)(top - top0));
 
 			taken += (uint32_t)(top - top0);
-			top = top0 = &c->idx[n];
+			top = top0 = &c->tok[n];
 		}
-		top[size] = ap_gen_next(g);
-		*top++ = idx;
+		*top++ = AP_TOKEN_MAKE(ap_gen_next(g), idx);
 	}
 	taken += (uint32_t)(top - top0);
 	b->head = head;
-	ap_cache_set_n(c, (uint32_t)(top - c->idx));
+	ap_cache_set_n(c, (uint32_t)(top - c->tok));
 	ap_cache_add_lent(c, -(int64_t)(top - top0));
 	ap_inbox_done(b);
 	if (head - head0 != taken)
@@ -487,8 +486,7 @@ int ap_owner_release(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, u
 							      memory_order_relaxed);
 					atomic_store_explicit(&pool->owner_of[idx], c->id,
 							      memory_order_relaxed);
-					c->idx[n] = idx;
-					c->gen[n] = ap_gen_next(gen);
+					c->tok[n] = AP_TOKEN_MAKE(ap_gen_next(gen), idx);
 					ap_cache_set_n(c, n + 1);
 					ap_cache_leave(c);
 					return 0;
@@ -512,8 +510,7 @@ int ap_owner_release(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, u
 		if (!ap_state_owner_back(s, o, gen))
 			goto stale;
 		atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);
-		c->idx[n] = idx;
-		c->gen[n] = ap_gen_next(gen);
+		c->tok[n] = AP_TOKEN_MAKE(ap_gen_next(gen), idx);
 		ap_cache_leave_n(c, n + 1);     /* lent back: held unchanged */
 		return 0;
 	}

@@ -57,8 +57,7 @@ ap_cache_push_owned(struct asyncpool *pool, struct ap_cache *c, uint32_t n, uint
 	if (AP_UNLIKELY(!ap_owner_back(pool->fl.state, o, pool->released, c->id,
 				       ap_owned_word(c->id, 0), idx, gen)))
 		return false;
-	c->idx[n] = idx;
-	c->gen[n] = gen + 1;
+	c->tok[n] = AP_TOKEN_MAKE(gen + 1, idx);
 	return true;
 }
 

@@ -166,7 +166,7 @@ int ap_cache_claim_lent(struct asyncpool *pool, uint32_t idx, uint32_t gen, bool
 		goto out;
 	for (struct ap_cache *c = pool->caches; c && !held; c = c->reg_next)
 		for (uint32_t j = 0; j < ap_cache_n(c) && !held; j++)
-			held = c->idx[j] == idx;
+			held = ap_cache_idx(c, j) == idx;
 	if (held || ap_depot_holds(pool, idx))
 		goto out;
 	if (adopt) {

@@ -166,7 +166,7 @@ static void *stamp_thread(void *arg)
 	c = ap_cache_of(s->pool);
 	stamp_check(s, c, l.buffer_index, l.generation);
 	for (uint32_t j = 0; j < ap_cache_n(c); j++)
-		stamp_check(s, c, c->idx[j], c->gen[j]);
+		stamp_check(s, c, ap_cache_idx(c, j), ap_cache_gen(c, j));
 	asyncpool_lease_release(&l);
 	return NULL;
 }

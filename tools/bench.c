@@ -293,9 +293,9 @@ BODY_INLINE(body_inline_split_leave, BENCH_INLINE_SPLIT_LEAVE)
 BODY_INLINE(body_inline_no_owner_hint, BENCH_INLINE_NO_OWNER_HINT)
 BODY_INLINE(body_inline_no_released, BENCH_INLINE_NO_RELEASED)
 BODY_INLINE(body_inline_no_recheck, BENCH_INLINE_NO_RECHECK)
-BODY_INLINE(body_inline_tokens, BENCH_INLINE_TOKENS)
+BODY_INLINE(body_inline_two_arrays, BENCH_INLINE_TWO_ARRAYS)
 BODY_INLINE(body_inline_bulk32, BENCH_INLINE_BULK32)
-BODY_INLINE(body_inline_bulk32_tokens, BENCH_INLINE_BULK32_TOKENS)
+BODY_INLINE(body_inline_bulk32_two_arrays, BENCH_INLINE_BULK32_TWO_ARRAYS)
 BODY_INLINE(body_inline_bare, BENCH_INLINE_BARE)
 #endif
 
@@ -451,14 +451,14 @@ static const struct bench_case cases[] = {
 	  body_inline_no_released, 1, BENCH_CACHED, NULL },
 	{ "inline-no-recheck", "the pair looking up the thread's cache once, not per call",
 	  body_inline_no_recheck, 1, BENCH_CACHED, NULL },
-	{ "inline-bare", "a stack of indices in the cache: no window, word, hint or lookup",
+	{ "inline-bare", "a stack of tokens in the cache: no window, word, hint or lookup",
 	  body_inline_bare, 1, BENCH_CACHED, NULL },
-	{ "inline-tokens", "inline-pair with the entries as tokens: one load, one store",
-	  body_inline_tokens, 1, BENCH_CACHED, NULL },
+	{ "inline-two-arrays", "inline-pair with layout 2's entries: idx[] and gen[]",
+	  body_inline_two_arrays, 1, BENCH_CACHED, NULL },
 	{ "inline-bulk32", "the inline bulk pair of 32 rebuilt (time per buffer)",
 	  body_inline_bulk32, 1, BENCH_CACHED, NULL },
-	{ "inline-bulk32-tokens", "inline-bulk32 with the entries as tokens",
-	  body_inline_bulk32_tokens, 1, BENCH_CACHED, NULL },
+	{ "inline-bulk32-two-arrays", "inline-bulk32 with layout 2's entries: idx[] and gen[]",
+	  body_inline_bulk32_two_arrays, 1, BENCH_CACHED, NULL },
 #endif
 	{ "pool-threads", "every thread acquires and releases", body_pool, 0, 0,
 	  "pool-cached-threads" },

@@ -8,9 +8,9 @@
  * price.  Variants for measuring, not for use: one thread, nothing else
  * touching the pool, and the cache's n written back as the library keeps
  * it when the loop ends.  Any refusal aborts: a variant never falls back.
- * The -tokens variants keep the cache's entries as tokens (generation <<
- * 32 | index) in an array of their own, as a later layout could: one
- * load to take an entry, one store to put one; inline-bulk32* rebuild
+ * The -two-arrays variants keep the cache's entries as layout version 2
+ * did, an index array and a generation array (of their own), where
+ * version 3 keeps tokens: what that change saved; inline-bulk32* rebuild
  * the bulk pair of 32 (__asyncpool_take_n(), __asyncpool_put_n()).
  */
 #include "config.h"
@@ -30,7 +30,7 @@
 #define INL_RECHECK     8u      /* the release looks up the thread's cache again */
 #define INL_WORD        16u     /* the word compared and stored with the next generation */
 #define INL_SPLIT_LEAVE 32u     /* layout 1's leave: n, then busy = 0 (one store more) */
-#define INL_TOKENS      64u     /* the entries as tokens, in an array of the variant's */
+#define INL_TWO_ARRAYS  64u     /* layout 2's entries: idx[], gen[], arrays of the variant's */
 #define INL_ALL (INL_WINDOW | INL_OWNER_HINT | INL_RELEASED | INL_RECHECK | INL_WORD)
 
 static const unsigned inl_parts[] = {
@@ -41,31 +41,31 @@ static const unsigned inl_parts[] = {
 	[BENCH_INLINE_NO_RELEASED] = INL_ALL & ~INL_RELEASED,
 	[BENCH_INLINE_NO_RECHECK] = INL_ALL & ~INL_RECHECK,
 	[BENCH_INLINE_BARE] = 0,
-	[BENCH_INLINE_TOKENS] = INL_ALL | INL_TOKENS,
+	[BENCH_INLINE_TWO_ARRAYS] = INL_ALL | INL_TWO_ARRAYS,
 	[BENCH_INLINE_BULK32] = INL_ALL,
-	[BENCH_INLINE_BULK32_TOKENS] = INL_ALL | INL_TOKENS,
+	[BENCH_INLINE_BULK32_TWO_ARRAYS] = INL_ALL | INL_TWO_ARRAYS,
 };
 
-/* The cache's entries as tokens, for an INL_TOKENS loop; n of them. */
-static uint64_t *inl_tokens_of(const struct asyncpool_inline_cache *c)
+/* The cache's entries as layout 2 kept them, for an INL_TWO_ARRAYS loop: idx[], then gen[]. */
+static uint32_t *inl_two_arrays_of(const struct asyncpool_inline_cache *c)
 {
-	uint64_t *tok = malloc((size_t)c->size * sizeof(*tok));
+	uint32_t *idx = malloc(2 * (size_t)c->size * sizeof(*idx));
 
-	if (!tok)
+	if (!idx)
 		abort();
-	for (uint32_t j = 0; j < c->n; j++)
-		tok[j] = (uint64_t)c->gen[j] << 32 | c->idx[j];
-	return tok;
+	for (uint32_t j = 0; j < c->n; j++) {
+		idx[j] = (uint32_t)c->tok[j];
+		idx[c->size + j] = (uint32_t)(c->tok[j] >> 32);
+	}
+	return idx;
 }
 
-/* Back into the cache's idx[] and gen[], as the library keeps them. */
-static void inl_tokens_back(struct asyncpool_inline_cache *c, uint64_t *tok)
+/* Back into the cache's tokens, as the library keeps them. */
+static void inl_two_arrays_back(struct asyncpool_inline_cache *c, uint32_t *idx)
 {
-	for (uint32_t j = 0; j < c->n; j++) {
-		c->idx[j] = (uint32_t)tok[j];
-		c->gen[j] = (uint32_t)(tok[j] >> 32);
-	}
-	free(tok);
+	for (uint32_t j = 0; j < c->n; j++)
+		c->tok[j] = (uint64_t)idx[c->size + j] << 32 | idx[j];
+	free(idx);
 }
 
 static struct asyncpool_inline_cache *inl_cache(struct asyncpool *pool)
@@ -109,7 +109,8 @@ static inline __attribute__((always_inline)) uint64_t inl_loop(struct asyncpool 
 							      const unsigned parts)
 {
 	struct asyncpool_inline_cache *c = inl_cache(pool);
-	uint64_t *const tok = (parts & INL_TOKENS) ? inl_tokens_of(c) : NULL;
+	uint32_t *const cidx = (parts & INL_TWO_ARRAYS) ? inl_two_arrays_of(c) : NULL;
+	uint32_t *const cgen = cidx ? cidx + c->size : NULL;
 	uint64_t acc = 0;
 
 	for (unsigned long i = 0; i < ops; i++) {
@@ -122,10 +123,10 @@ static inline __attribute__((always_inline)) uint64_t inl_loop(struct asyncpool 
 		n = inl_enter(c, parts);
 		if (__builtin_expect(n == 0, 0))
 			abort();
-		if (parts & INL_TOKENS)
-			t = tok[n - 1];
+		if (parts & INL_TWO_ARRAYS)
+			t = (uint64_t)cgen[n - 1] << 32 | cidx[n - 1];
 		else
-			t = (uint64_t)c->gen[n - 1] << 32 | c->idx[n - 1];
+			t = c->tok[n - 1];
 		inl_leave(c, n - 1, parts);
 		__asm__ volatile("" : "+r"(t));         /* the caller's use of the token */
 		acc += (uint32_t)t;
@@ -151,36 +152,37 @@ static inline __attribute__((always_inline)) uint64_t inl_loop(struct asyncpool 
 		}
 		if (parts & INL_RELEASED)
 			__atomic_store_n(&c->released[idx], gen, __ATOMIC_RELAXED);
-		if (parts & INL_TOKENS) {
-			tok[n] = t + ((uint64_t)1 << 32);
+		if (parts & INL_TWO_ARRAYS) {
+			cidx[n] = idx;
+			cgen[n] = gen + 1;
 		} else {
-			c->idx[n] = idx;
-			c->gen[n] = gen + 1;
+			c->tok[n] = t + ((uint64_t)1 << 32);
 		}
 		inl_leave(c, n + 1, parts);
 	}
-	if (parts & INL_TOKENS)
-		inl_tokens_back(c, tok);
+	if (parts & INL_TWO_ARRAYS)
+		inl_two_arrays_back(c, cidx);
 	if (!(parts & INL_WORD) && ops) {
-		/* The generation moved in gen[] only: put the word where
+		/* The generation moved in the entry only: put the word where
 		 * the cache's entry says, as the library would have. */
-		uint32_t n = c->n, idx = c->idx[n - 1];
+		uint64_t t = c->tok[c->n - 1];
 
-		__atomic_store_n(&c->state[idx], c->owned | c->gen[n - 1], __ATOMIC_RELAXED);
+		__atomic_store_n(&c->state[(uint32_t)t], c->owned | (t >> 32), __ATOMIC_RELAXED);
 	}
 	return acc;
 }
 
 /*
  * The bulk pair of 32, __asyncpool_take_n() and __asyncpool_put_n()
- * rebuilt (INL_TOKENS: the entries as tokens); ops buffers in all.
+ * rebuilt (INL_TWO_ARRAYS: layout 2's entries); ops buffers in all.
  */
 static inline __attribute__((always_inline)) uint64_t
 inl_bulk_loop(struct asyncpool *pool, unsigned long ops, const unsigned parts)
 {
 	enum { K = 32 };
 	struct asyncpool_inline_cache *c = inl_cache(pool);
-	uint64_t *const tok = (parts & INL_TOKENS) ? inl_tokens_of(c) : NULL;
+	uint32_t *const cidx = (parts & INL_TWO_ARRAYS) ? inl_two_arrays_of(c) : NULL;
+	uint32_t *const cgen = cidx ? cidx + c->size : NULL;
 	uint64_t t[K], acc = 0;
 
 	for (unsigned long i = 0; i < ops; i += K) {
@@ -191,16 +193,16 @@ inl_bulk_loop(struct asyncpool *pool, unsigned long ops, const unsigned parts)
 		m = inl_enter(c, parts);
 		if (__builtin_expect(m < K, 0))
 			abort();
-		if (parts & INL_TOKENS) {
-			const uint64_t *const ct = tok + m - 1;
+		if (parts & INL_TWO_ARRAYS) {
+			const uint32_t *const ci = cidx + m - 1, *const cg = cgen + m - 1;
+
+			for (j = 0; j < K; j++)
+				t[j] = (uint64_t)cg[-(ptrdiff_t)j] << 32 | ci[-(ptrdiff_t)j];
+		} else {
+			const uint64_t *const ct = c->tok + m - 1;
 
 			for (j = 0; j < K; j++)
 				t[j] = ct[-(ptrdiff_t)j];
-		} else {
-			const uint32_t *const cidx = c->idx + m - 1, *const cgen = c->gen + m - 1;
-
-			for (j = 0; j < K; j++)
-				t[j] = (uint64_t)cgen[-(ptrdiff_t)j] << 32 | cidx[-(ptrdiff_t)j];
 		}
 		inl_leave(c, m - K, parts);
 		__asm__ volatile("" : : "r"(t) : "memory");     /* the caller's use of the tokens */
@@ -219,8 +221,8 @@ inl_bulk_loop(struct asyncpool *pool, unsigned long ops, const unsigned parts)
 		{
 			uint64_t *const state = c->state;
 			uint32_t *const owner_of = c->owner_of, *const released = c->released;
-			uint32_t *const cidx = c->idx + m, *const cgen = c->gen + m;
-			uint64_t *const ct = (parts & INL_TOKENS) ? tok + m : NULL;
+			uint32_t *const ci = cidx ? cidx + m : NULL, *const cg = cgen ? cgen + m : NULL;
+			uint64_t *const ct = c->tok + m;
 			const uint64_t owned = c->owned;
 			const uint32_t id = c->id;
 
@@ -234,18 +236,18 @@ inl_bulk_loop(struct asyncpool *pool, unsigned long ops, const unsigned parts)
 					abort();
 				__atomic_store_n(&state[idx], w + 1, __ATOMIC_RELAXED);
 				__atomic_store_n(&released[idx], gen, __ATOMIC_RELAXED);
-				if (parts & INL_TOKENS) {
-					ct[j] = t[j] + ((uint64_t)1 << 32);
+				if (parts & INL_TWO_ARRAYS) {
+					ci[j] = idx;
+					cg[j] = gen + 1;
 				} else {
-					cidx[j] = idx;
-					cgen[j] = gen + 1;
+					ct[j] = t[j] + ((uint64_t)1 << 32);
 				}
 			}
 		}
 		inl_leave(c, m + K, parts);
 	}
-	if (parts & INL_TOKENS)
-		inl_tokens_back(c, tok);
+	if (parts & INL_TWO_ARRAYS)
+		inl_two_arrays_back(c, cidx);
 	return acc;
 }
 
@@ -263,9 +265,9 @@ INL_FN(BENCH_INLINE_NO_OWNER_HINT, inl_loop)
 INL_FN(BENCH_INLINE_NO_RELEASED, inl_loop)
 INL_FN(BENCH_INLINE_NO_RECHECK, inl_loop)
 INL_FN(BENCH_INLINE_BARE, inl_loop)
-INL_FN(BENCH_INLINE_TOKENS, inl_loop)
+INL_FN(BENCH_INLINE_TWO_ARRAYS, inl_loop)
 INL_FN(BENCH_INLINE_BULK32, inl_bulk_loop)
-INL_FN(BENCH_INLINE_BULK32_TOKENS, inl_bulk_loop)
+INL_FN(BENCH_INLINE_BULK32_TWO_ARRAYS, inl_bulk_loop)
 
 #define INL_CASE(k)                                                                  \
 	case k:                                                                      \
@@ -279,7 +281,7 @@ uint64_t bench_inline(enum bench_inline_kind kind, struct asyncpool *pool, unsig
 	if (asyncpool_acquire_tokens(pool, &t, 1) || asyncpool_release_token(pool, t))
 		abort();
 	/* The bulk pair takes 32 from the cache: give it 32 released here. */
-	if (kind == BENCH_INLINE_BULK32 || kind == BENCH_INLINE_BULK32_TOKENS) {
+	if (kind == BENCH_INLINE_BULK32 || kind == BENCH_INLINE_BULK32_TWO_ARRAYS) {
 		uint64_t b[32];
 
 		if (asyncpool_acquire_tokens(pool, b, 32) || asyncpool_release_tokens(pool, b, 32))
@@ -293,9 +295,9 @@ uint64_t bench_inline(enum bench_inline_kind kind, struct asyncpool *pool, unsig
 		INL_CASE(BENCH_INLINE_NO_RELEASED)
 		INL_CASE(BENCH_INLINE_NO_RECHECK)
 		INL_CASE(BENCH_INLINE_BARE)
-		INL_CASE(BENCH_INLINE_TOKENS)
+		INL_CASE(BENCH_INLINE_TWO_ARRAYS)
 		INL_CASE(BENCH_INLINE_BULK32)
-		INL_CASE(BENCH_INLINE_BULK32_TOKENS)
+		INL_CASE(BENCH_INLINE_BULK32_TWO_ARRAYS)
 	}
 	abort();
 }

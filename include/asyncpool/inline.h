@@ -42,7 +42,7 @@ struct asyncpool_region;
 #endif
 
 /* The version of struct asyncpool_inline_cache this header describes. */
-#define ASYNCPOOL_INLINE_ABI 2u
+#define ASYNCPOOL_INLINE_ABI 3u
 
 /*
  * The version the inline code requires (tests build it with another to
@@ -53,16 +53,18 @@ struct asyncpool_region;
 #endif
 
 /*
- * A thread's cache of one pool, layout version 2: 128 bytes, its first
+ * A thread's cache of one pool, layout version 3: 128 bytes, its first
  * cache line read by every fast path, its second by the releases and
  * the lease.  Written by the owning thread, except busy and bypass (the
  * window: a thread that takes the cache's buffers sets bypass and waits
- * while busy), and everything but busy and n by the library alone.
- * Version 1 (1.4) had n at offset 4 and busy apart from it; version 2
- * makes n and busy one 8-byte word, so that the owner leaves with the
- * store of its new count.  The entry still stores busy alone: a store
- * to n there could overwrite the count a thread that took the cache
- * wrote after the owner had read it.
+ * while busy), and everything but busy, n and the entries by the
+ * library alone.  Version 1 (1.4) had n at offset 4 and busy apart
+ * from it; version 2 (1.5) made n and busy one 8-byte word, so that the
+ * owner leaves with the store of its new count (the entry still stores
+ * busy alone: a store to n there could overwrite the count a thread
+ * that took the cache wrote after the owner had read it); version 3
+ * (1.6) keeps each entry as the token it lends, where 1 and 2 kept two
+ * arrays, idx[] and gen[]: a take is one load, a put one store.
  */
 struct asyncpool_inline_cache {
 	uint32_t          abi;         /* ASYNCPOOL_INLINE_ABI, or another: the exported calls */
@@ -70,10 +72,10 @@ struct asyncpool_inline_cache {
 	struct asyncpool *pool;        /* the pool this cache is of, or NULL */
 	uint32_t          size;        /* entries it can hold */
 	uint32_t          count;       /* the pool's buffers: indices below it */
-	uint32_t          n __attribute__((aligned(8))); /* entries in idx[] and gen[] */
+	uint32_t          n __attribute__((aligned(8))); /* entries in tok[] */
 	uint32_t          busy;        /* 1 while the owner is inside; n and busy: one word */
-	uint32_t         *idx;         /* idx[j]: a buffer index */
-	uint32_t         *gen;         /* gen[j]: the generation of its next lease */
+	uint64_t         *tok;         /* tok[j]: generation of its next lease << 32 | buffer index */
+	uint64_t          reserved1;
 	uint64_t          owned;       /* the state word of a buffer it owns, at generation 0 */
 	uint32_t          id;          /* its owner id, as owner_of[] names it */
 	uint32_t          reserved0;
@@ -177,34 +179,33 @@ __asyncpool_leave_n(struct asyncpool_inline_cache *c, uint32_t n)
 }
 
 /*
- * Lend the cache's top buffer: its token (generation << 32 | index), or
- * 0 if the cache is taken or empty.  The buffer's word is not written
- * (it stays the cache's, at the lease's generation), and the lent count
- * is derived (entries plus lent is one field of the library's that a
- * lend leaves alone): one store, n.
+ * Lend the cache's top buffer: 1 with its token (generation << 32 |
+ * index) in *t, or 0 if the cache is taken or empty.  The buffer's word
+ * is not written (it stays the cache's, at the lease's generation), and
+ * the lent count is derived (entries plus lent is one field of the
+ * library's that a lend leaves alone): one store, n.
  */
-ASYNCPOOL_GNU_INLINE uint64_t
-__asyncpool_take(struct asyncpool_inline_cache *c)
+ASYNCPOOL_GNU_INLINE int
+__asyncpool_take(struct asyncpool_inline_cache *c, uint64_t *t)
 {
-	uint64_t t = 0;
 	uint32_t n;
 
 	if (__asyncpool_likely(__asyncpool_enter(c))) {
 		/* n only once inside: a thread that took the cache may have emptied it. */
 		n = __atomic_load_n(&c->n, __ATOMIC_RELAXED);
 		if (__asyncpool_likely(n != 0)) {
-			t = (uint64_t)c->gen[n - 1] << 32 | c->idx[n - 1];
+			*t = c->tok[n - 1];
 			__asyncpool_leave_n(c, n - 1);
-			return t;
+			return 1;
 		}
 		__asyncpool_leave(c);
 	}
-	return t;
+	return 0;
 }
 
 /*
- * The owner's release of buffer idx, lent at generation gen, back into
- * its cache c: 1, or 0 for anything else (an index out of range,
+ * The owner's release of a token (generation gen << 32 | buffer idx),
+ * back into its cache c: 1, or 0 for anything else (an index out of range,
  * generation 0 or the last before the wrap, a full or taken cache,
  * another cache's buffer, a stale or double copy: the word is not the
  * one this cache lent), which the exported call decides and counts.
@@ -214,8 +215,9 @@ __asyncpool_take(struct asyncpool_inline_cache *c)
  * another thread refuse a copy of this lease at once.
  */
 ASYNCPOOL_GNU_INLINE int
-__asyncpool_put(struct asyncpool_inline_cache *c, uint32_t idx, uint32_t gen)
+__asyncpool_put(struct asyncpool_inline_cache *c, uint64_t token)
 {
+	const uint32_t idx = (uint32_t)token, gen = (uint32_t)(token >> 32);
 	uint64_t w;
 	uint32_t n;
 
@@ -233,8 +235,7 @@ __asyncpool_put(struct asyncpool_inline_cache *c, uint32_t idx, uint32_t gen)
 	}
 	__atomic_store_n(&c->state[idx], w + 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->released[idx], gen, __ATOMIC_RELAXED);
-	c->idx[n] = idx;
-	c->gen[n] = gen + 1;
+	c->tok[n] = token + ((uint64_t)1 << 32);        /* the next lease's entry */
 	__asyncpool_leave_n(c, n + 1);
 	return 1;
 }
@@ -257,10 +258,10 @@ __asyncpool_take_n(struct asyncpool_inline_cache *c, uint64_t *tokens, unsigned 
 	}
 	/* The top first, as the exported call hands them out. */
 	{
-		const uint32_t *const cidx = c->idx + m - 1, *const cgen = c->gen + m - 1;
+		const uint64_t *const top = c->tok + m - 1;
 
 		for (j = 0; j < n; j++)
-			tokens[j] = (uint64_t)cgen[-(ptrdiff_t)j] << 32 | cidx[-(ptrdiff_t)j];
+			tokens[j] = top[-(ptrdiff_t)j];
 	}
 	__asyncpool_leave_n(c, m - n);
 	return 1;
@@ -293,7 +294,7 @@ __asyncpool_put_n(struct asyncpool_inline_cache *c, const uint64_t *tokens, unsi
 		 * inside). */
 		uint64_t *const state = c->state;
 		uint32_t *const owner_of = c->owner_of, *const released = c->released;
-		uint32_t *const cidx = c->idx + m, *const cgen = c->gen + m;
+		uint64_t *const ctok = c->tok + m;
 		const uint64_t owned = c->owned;
 		const uint32_t id = c->id;
 
@@ -307,8 +308,7 @@ __asyncpool_put_n(struct asyncpool_inline_cache *c, const uint64_t *tokens, unsi
 				break;
 			__atomic_store_n(&state[idx], w + 1, __ATOMIC_RELAXED);
 			__atomic_store_n(&released[idx], gen, __ATOMIC_RELAXED);
-			cidx[j] = idx;
-			cgen[j] = gen + 1;
+			ctok[j] = tokens[j] + ((uint64_t)1 << 32);
 		}
 	}
 	__asyncpool_leave_n(c, m + j);

@@ -161,7 +161,7 @@ ASYNCPOOL_GNU_INLINE int asyncpool_acquire(struct asyncpool *pool, struct asyncp
 	struct asyncpool_inline_cache *c = __asyncpool_cache_of(pool);
 	uint64_t t;
 
-	if (__asyncpool_likely(c && out && (t = __asyncpool_take(c)) != 0)) {
+	if (__asyncpool_likely(c && out && __asyncpool_take(c, &t))) {
 		__asyncpool_lease(c, t, out);
 		return 0;
 	}
@@ -175,12 +175,8 @@ ASYNCPOOL_GNU_INLINE int asyncpool_acquire_tokens(struct asyncpool *pool, uint64
 
 	if (__asyncpool_likely(c && tokens)) {
 		if (n == 1) {
-			uint64_t t = __asyncpool_take(c);
-
-			if (__asyncpool_likely(t != 0)) {
-				tokens[0] = t;
+			if (__asyncpool_likely(__asyncpool_take(c, tokens)))
 				return 0;
-			}
 		} else if (n && __asyncpool_take_n(c, tokens, n)) {
 			return 0;
 		}
@@ -192,7 +188,7 @@ ASYNCPOOL_GNU_INLINE int asyncpool_release_token(struct asyncpool *pool, uint64_
 {
 	struct asyncpool_inline_cache *c = __asyncpool_cache_of(pool);
 
-	if (__asyncpool_likely(c && __asyncpool_put(c, (uint32_t)token, (uint32_t)(token >> 32))))
+	if (__asyncpool_likely(c && __asyncpool_put(c, token)))
 		return 0;
 	return __asyncpool_release_token_call(pool, token);
 }

@@ -99,11 +99,18 @@ static inline void asyncpool_lease_release(struct asyncpool_lease *lease)
 		/* A lease of the pool whose cache this thread used last: its
 		 * owner's release, inline (inline.h). */
 		struct asyncpool_inline_cache *c = asyncpool_inline_tc;
+		uint64_t t;
 
+		/* The token: the index and the generation in one load. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		__builtin_memcpy(&t, &lease->buffer_index, sizeof(t));
+#else
+		t = (uint64_t)lease->generation << 32 | lease->buffer_index;
+#endif
 		if (__asyncpool_likely(c->abi == ASYNCPOOL_INLINE_ABI_EXPECTED &&
 				       lease->release.fn == c->recycle &&
 				       lease->release.ctx == (void *)c->pool &&
-				       __asyncpool_put(c, lease->buffer_index, lease->generation))) {
+				       __asyncpool_put(c, t))) {
 			lease->release.fn = NULL;
 			return;
 		}
