@@ -43,58 +43,8 @@ static const int inline_paths = 0;
 
 int main(void)
 {
-	struct asyncpool_proactor *p;
-	struct asyncpool_region *r;
-	struct asyncpool *pool;
-	struct asyncpool_options o;
-	uint64_t t;
-	size_t size;
-	void *mem;
-
-	plan(4 + 4 * 6);
-	ok(ASYNCPOOL_VERSION_MAJOR == 1 && ASYNCPOOL_VERSION_MINOR == 5 &&
-	   ASYNCPOOL_VERSION_PATCH == 0 && ASYNCPOOL_INLINE_ABI == 2 &&
-	   inline_paths, "built against the 1.5.0 headers, inline paths of layout 2");
-	if (asyncpool_proactor_create_memory(&p))
-		bail_out("proactor");
-
-	r = region(p);
-	memset(&o, 0, sizeof(o));
-	o.size = sizeof(o);
-	o.cache_size = 16;
-	if (asyncpool_create_opts(r, &o, &pool))
-		bail_out("create_opts");
-	/* The calling thread's cache is this pool's now: the version it publishes. */
-	if (asyncpool_acquire_tokens(pool, &t, 1) || asyncpool_release_token(pool, t))
-		bail_out("a token");
-	ok(asyncpool_inline_cache()->pool == pool && asyncpool_inline_cache()->abi > 2,
-	   "the library publishes layout version %u, not this header's 2 (%s)",
-	   asyncpool_inline_cache()->abi, asyncpool_version());
-	cycle(pool, "local, cached");
-	asyncpool_destroy(pool);
-	ok(asyncpool_inline_cache()->abi == 0, "a destroyed pool's cache publishes no version");
-
-	if (asyncpool_create(r, &pool))
-		bail_out("create");
-	cycle(pool, "local");
-	asyncpool_destroy(pool);
-
-	o.cache_size = 0;
-	if (asyncpool_create_opts(r, &o, &pool))
-		bail_out("create_opts");
-	cycle(pool, "local, no cache");
-	asyncpool_destroy(pool);
-
-	if (asyncpool_shared_storage_size(N, &size))
-		bail_out("storage_size");
-	mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (mem == MAP_FAILED || asyncpool_create_shared(mem, size, r, &pool))
-		bail_out("create_shared");
-	cycle(pool, "shared over raw memory");
-	asyncpool_destroy(pool);
-	munmap(mem, size);
-
-	asyncpool_region_unref(r);
-	is_int(asyncpool_proactor_destroy(p), 0, "proactor destroy");
-	return done_testing();
+	return compat_main(ASYNCPOOL_VERSION_MAJOR == 1 && ASYNCPOOL_VERSION_MINOR == 5 &&
+			   ASYNCPOOL_VERSION_PATCH == 0 && ASYNCPOOL_INLINE_ABI == 2 &&
+			   inline_paths,
+			   2, "1.5.0");
 }

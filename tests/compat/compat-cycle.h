@@ -4,13 +4,15 @@
  * layout (compat-1.4.3.c, compat-1.5.0.c): leases and tokens, one and
  * bulk, from this thread and handed to another, every release accepted,
  * a stale token and a stale copy of a lease refused and counted exactly,
- * the pool full and sound at the end.  Include after compat.h, with N
- * and ROUNDS defined.
+ * the pool full and sound at the end; on local pools with and without
+ * caches and a shared pool over raw memory.  Include after compat.h,
+ * with N and ROUNDS defined.
  */
 #ifndef COMPAT_CYCLE_H
 #define COMPAT_CYCLE_H
 
 #include <pthread.h>
+#include <sys/mman.h>
 
 /* Releases on another thread: tokens[0..n) and leases l[0..n). */
 struct away {
@@ -92,6 +94,67 @@ static void cycle(struct asyncpool *pool, const char *what)
 	asyncpool_cache_flush(pool);
 	is_int(asyncpool_available(pool), N, "%s: the pool ends full", what);
 	is_int(asyncpool_check(pool), 0, "%s: check", what);
+}
+
+/*
+ * The program: built says whether the headers are the release's (its
+ * version and inline layout, with the inline paths compiled), layout is
+ * that layout's version.
+ */
+static int compat_main(int built, unsigned int layout, const char *release)
+{
+	struct asyncpool_proactor *p;
+	struct asyncpool_region *r;
+	struct asyncpool *pool;
+	struct asyncpool_options o;
+	uint64_t t;
+	size_t size;
+	void *mem;
+
+	plan(4 + 4 * 6);
+	ok(built, "built against the %s headers, inline paths of layout %u", release, layout);
+	if (asyncpool_proactor_create_memory(&p))
+		bail_out("proactor");
+
+	r = region(p);
+	memset(&o, 0, sizeof(o));
+	o.size = sizeof(o);
+	o.cache_size = 16;
+	if (asyncpool_create_opts(r, &o, &pool))
+		bail_out("create_opts");
+	/* The calling thread's cache is this pool's now: the version it publishes. */
+	if (asyncpool_acquire_tokens(pool, &t, 1) || asyncpool_release_token(pool, t))
+		bail_out("a token");
+	ok(asyncpool_inline_cache()->pool == pool && asyncpool_inline_cache()->abi > layout,
+	   "the library publishes layout version %u, not this header's %u (%s)",
+	   asyncpool_inline_cache()->abi, layout, asyncpool_version());
+	cycle(pool, "local, cached");
+	asyncpool_destroy(pool);
+	ok(asyncpool_inline_cache()->abi == 0, "a destroyed pool's cache publishes no version");
+
+	if (asyncpool_create(r, &pool))
+		bail_out("create");
+	cycle(pool, "local");
+	asyncpool_destroy(pool);
+
+	o.cache_size = 0;
+	if (asyncpool_create_opts(r, &o, &pool))
+		bail_out("create_opts");
+	cycle(pool, "local, no cache");
+	asyncpool_destroy(pool);
+
+	if (asyncpool_shared_storage_size(N, &size))
+		bail_out("storage_size");
+	mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED || asyncpool_create_shared(mem, size, r, &pool))
+		bail_out("create_shared");
+	cycle(pool, "shared over raw memory");
+	asyncpool_destroy(pool);
+	munmap(mem, size);
+
+	asyncpool_region_unref(r);
+	is_int(asyncpool_proactor_destroy(p), 0, "proactor destroy");
+	return done_testing();
 }
 
 #endif /* COMPAT_CYCLE_H */
