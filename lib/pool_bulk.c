@@ -175,8 +175,9 @@ static inline __attribute__((always_inline)) int cache_next(struct asyncpool *po
 
 /*
  * The bulk acquires' fast path: n buffers lent from the calling thread's
- * cache c (entered, holding n or more) of a pool that lends, top first,
- * as cache_next() takes them.  A lent buffer's word is not written
+ * cache c (entered, holding n or more) of a pool that lends: its top n,
+ * in the order they are stacked (the top last; since 1.6, one copy).
+ * A lent buffer's word is not written
  * (buffer_state.h, "Lent, not leased"), and an entry of such a cache
  * always has a generation (the refill or the release that cached it
  * gave one), so each buffer is a copy of its entry, which is its token
@@ -186,12 +187,8 @@ static inline __attribute__((always_inline)) int cache_next(struct asyncpool *po
 static void tokens_lend(struct ap_cache *c, uint64_t *tokens, unsigned int n)
 {
 	uint32_t cn = ap_cache_n(c);
-	const uint64_t *top = &c->tok[cn];
 
-	/* A pointer that steps down: an index that counts down from cn cost
-	 * a sign extension and an address computation per buffer. */
-	for (unsigned int j = 0; j < n; j++)
-		tokens[j] = *--top;
+	memcpy(tokens, &c->tok[cn - n], (size_t)n * sizeof(*tokens));
 	ap_cache_leave_n(c, cn - n);            /* n lent: held unchanged */
 }
 
@@ -200,12 +197,12 @@ static void leases_lend(struct asyncpool *pool, struct ap_cache *c, struct async
 			unsigned int n)
 {
 	uint32_t cn = ap_cache_n(c);
-	const uint64_t *top = &c->tok[cn];
+	const uint64_t *from = &c->tok[cn - n];
 	struct asyncpool_region *region = pool->region;
 	size_t bs = pool->buffer_size;
 
 	for (unsigned int j = 0; j < n; j++) {
-		uint64_t t = *--top;
+		uint64_t t = from[j];
 		uint32_t i = AP_TOKEN_INDEX(t);
 
 		ap_lease_init_gen(&l[j], region, (size_t)i * bs, bs, ap_cache_recycle, pool, i,

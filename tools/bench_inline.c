@@ -16,6 +16,7 @@
 #include "config.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include <asyncpool.h>
 
@@ -188,21 +189,18 @@ inl_bulk_loop(struct asyncpool *pool, unsigned long ops, const unsigned parts)
 	for (unsigned long i = 0; i < ops; i += K) {
 		uint32_t m, j, ok = 1, count;
 
-		/* take K, the top first */
+		/* take the top K, in stack order */
 		c = inl_cache(pool);
 		m = inl_enter(c, parts);
 		if (__builtin_expect(m < K, 0))
 			abort();
 		if (parts & INL_TWO_ARRAYS) {
-			const uint32_t *const ci = cidx + m - 1, *const cg = cgen + m - 1;
+			const uint32_t *const ci = cidx + m - K, *const cg = cgen + m - K;
 
 			for (j = 0; j < K; j++)
-				t[j] = (uint64_t)cg[-(ptrdiff_t)j] << 32 | ci[-(ptrdiff_t)j];
+				t[j] = (uint64_t)cg[j] << 32 | ci[j];
 		} else {
-			const uint64_t *const ct = c->tok + m - 1;
-
-			for (j = 0; j < K; j++)
-				t[j] = ct[-(ptrdiff_t)j];
+			memcpy(t, c->tok + m - K, sizeof(t));
 		}
 		inl_leave(c, m - K, parts);
 		__asm__ volatile("" : : "r"(t) : "memory");     /* the caller's use of the tokens */
