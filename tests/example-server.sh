@@ -5,7 +5,8 @@
 #   (EXAMPLES_BIN, or examples/ of the build tree), tmp (removed at
 #   exit, with the program $pid killed) and loads tests/tap.sh.
 # example_listen PROG OUT: wait for $pid to print "listening on
-#   127.0.0.1:PORT" into OUT and set port; if it exits first, skip the
+#   127.0.0.1:PORT" into OUT (empty it before starting $pid: a stale
+#   line would be read first) and set port; if it exits first, skip the
 #   test (status 77: no io_uring; 125: tests/no-uring could not install
 #   its seccomp filter) or fail it.
 example_setup() {
