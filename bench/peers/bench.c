@@ -1106,7 +1106,8 @@ static void pipe_pong(uint64_t n, int tid)
  * token goes back and forth over the two channels, busy-polling; and the
  * same with both sides blocked in asyncpool_channel_recv_wait().  In the
  * processes rows the sides are forked children using the parent's handle
- * and ends (as a benchmark may: it never dies), and each flushes its
+ * (as a benchmark may: it never dies); each side opens its own ends (below)
+ * and closes them when its loop ends, and each flushes its
  * thread cache when its loop ends, so that no buffer stays in a cache of
  * a process that exits.
  */
@@ -1114,7 +1115,20 @@ static void pipe_pong(uint64_t n, int tid)
 #define CH_CAP     1024
 static struct asyncpool_shared *ch_sp;
 static struct asyncpool *ch_pool;
-static struct asyncpool_channel *ch_tx[2], *ch_rx[2];  /* [c]: channel c's ends */
+/*
+ * Each side opens the ends it uses when it starts and closes them when it
+ * ends: a handle keeps its end's position in the memory of the process
+ * that uses it, so a forked side must not use a copy that its parent, or
+ * an earlier side, left behind (asyncpool_channel_open(3)).
+ */
+static struct asyncpool_channel *ch_end(uint32_t c, uint32_t end)
+{
+	struct asyncpool_channel *e;
+	if (asyncpool_channel_open(ch_pool, c, end, &e)) die("asyncpool_channel_open");
+	return e;
+}
+#define CH_TX(c) ch_end(c, ASYNCPOOL_CHANNEL_SEND)
+#define CH_RX(c) ch_end(c, ASYNCPOOL_CHANNEL_RECV)
 static int ch_setup(void)
 {
 	if (!ch_sp) {
@@ -1128,16 +1142,13 @@ static int ch_setup(void)
 		if (asyncpool_shared_create(&o, &ch_sp)) return -1;
 		ch_pool = asyncpool_shared_pool(ch_sp);
 		if (asyncpool_set_cache(ch_pool, 256)) return -1;
-		for (uint32_t c = 0; c < 2; c++)
-			if (asyncpool_channel_open(ch_pool, c, ASYNCPOOL_CHANNEL_SEND, &ch_tx[c]) ||
-			    asyncpool_channel_open(ch_pool, c, ASYNCPOOL_CHANNEL_RECV, &ch_rx[c]))
-				return -1;
 	}
 	if (asyncpool_available(ch_pool) != CH_BUFFERS) die("the channel rows lost a buffer");
 	return 0;
 }
 static void ch_send_n(uint64_t n, uint32_t per)
 {
+	struct asyncpool_channel *tx = CH_TX(0);
 	uint64_t t[BULK];
 	uint32_t have = 0, at = 0;
 	for (uint64_t k = 0; k < n;) {
@@ -1149,25 +1160,28 @@ static void ch_send_n(uint64_t n, uint32_t per)
 		}
 		uint32_t want = per < have - at ? per : have - at;
 		if (want > n - k) want = (uint32_t)(n - k);
-		while ((r = want == 1 ? (asyncpool_channel_send_token(ch_tx[0], t[at]) ? -1 : 1)
-				      : asyncpool_channel_send_tokens(ch_tx[0], t + at, want)) <= 0) cpu_relax();
+		while ((r = want == 1 ? (asyncpool_channel_send_token(tx, t[at]) ? -1 : 1)
+				      : asyncpool_channel_send_tokens(tx, t + at, want)) <= 0) cpu_relax();
 		at += (uint32_t)r;
 		k += (uint64_t)r;
 	}
 	if (at < have) asyncpool_release_tokens(ch_pool, t + at, have - at);
+	asyncpool_channel_close(tx);
 	asyncpool_cache_flush(ch_pool);
 }
 static void ch_recv_n(uint64_t n, uint32_t per)
 {
+	struct asyncpool_channel *rx = CH_RX(0);
 	uint64_t t[BULK], got = 0;
 	while (got < n) {
 		uint32_t want = per < n - got ? per : (uint32_t)(n - got);
-		int r = asyncpool_channel_recv_tokens(ch_rx[0], t, want);
+		int r = asyncpool_channel_recv_tokens(rx, t, want);
 		if (r <= 0) { cpu_relax(); continue; }
 		asyncpool_release_tokens(ch_pool, t, (uint32_t)r);
 		got += (uint64_t)r;
 	}
 	sides->got = n * (n + 1) / 2;
+	asyncpool_channel_close(rx);
 	asyncpool_cache_flush(ch_pool);
 }
 static void ch_send1(uint64_t n, int tid) { (void)tid; ch_send_n(n, 1); }
@@ -1176,50 +1190,62 @@ static void ch_send32(uint64_t n, int tid) { (void)tid; ch_send_n(n, BULK); }
 static void ch_recv32(uint64_t n, int tid) { (void)tid; ch_recv_n(n, BULK); }
 static void ch_ping(uint64_t n, int tid)
 {
+	struct asyncpool_channel *tx = CH_TX(0), *rx = CH_RX(1);
 	uint64_t t;
 	(void)tid;
 	while (asyncpool_acquire_tokens(ch_pool, &t, 1)) cpu_relax();
 	for (uint64_t k = 0; k < n; k++) {
 		uint64_t t0 = lat_now();
-		while (asyncpool_channel_send_token(ch_tx[0], t)) cpu_relax();
-		while (asyncpool_channel_recv_tokens(ch_rx[1], &t, 1) != 1) cpu_relax();
+		while (asyncpool_channel_send_token(tx, t)) cpu_relax();
+		while (asyncpool_channel_recv_tokens(rx, &t, 1) != 1) cpu_relax();
 		LAT_RECORD(k, t0);
 	}
+	asyncpool_channel_close(tx);
+	asyncpool_channel_close(rx);
 	asyncpool_release_token(ch_pool, t);
 	asyncpool_cache_flush(ch_pool);
 }
 static void ch_pong(uint64_t n, int tid)
 {
+	struct asyncpool_channel *rx = CH_RX(0), *tx = CH_TX(1);
 	uint64_t t;
 	(void)tid;
 	for (uint64_t k = 0; k < n; k++) {
-		while (asyncpool_channel_recv_tokens(ch_rx[0], &t, 1) != 1) cpu_relax();
-		while (asyncpool_channel_send_token(ch_tx[1], t)) cpu_relax();
+		while (asyncpool_channel_recv_tokens(rx, &t, 1) != 1) cpu_relax();
+		while (asyncpool_channel_send_token(tx, t)) cpu_relax();
 	}
+	asyncpool_channel_close(rx);
+	asyncpool_channel_close(tx);
 }
 /* The same, each side asleep in asyncpool_channel_recv_wait() until the other sends. */
 static void chw_ping(uint64_t n, int tid)
 {
+	struct asyncpool_channel *tx = CH_TX(0), *rx = CH_RX(1);
 	struct asyncpool_lease l;
 	(void)tid;
 	if (asyncpool_acquire(ch_pool, &l)) die("acquire");
 	for (uint64_t k = 0; k < n; k++) {
 		uint64_t t0 = lat_now();
-		while (asyncpool_channel_send(ch_tx[0], &l)) cpu_relax();
-		if (asyncpool_channel_recv_wait(ch_rx[1], &l, -1)) die("recv_wait");
+		while (asyncpool_channel_send(tx, &l)) cpu_relax();
+		if (asyncpool_channel_recv_wait(rx, &l, -1)) die("recv_wait");
 		LAT_RECORD(k, t0);
 	}
+	asyncpool_channel_close(tx);
+	asyncpool_channel_close(rx);
 	asyncpool_lease_release(&l);
 	asyncpool_cache_flush(ch_pool);
 }
 static void chw_pong(uint64_t n, int tid)
 {
+	struct asyncpool_channel *rx = CH_RX(0), *tx = CH_TX(1);
 	struct asyncpool_lease l;
 	(void)tid;
 	for (uint64_t k = 0; k < n; k++) {
-		if (asyncpool_channel_recv_wait(ch_rx[0], &l, -1)) die("recv_wait");
-		while (asyncpool_channel_send(ch_tx[1], &l)) cpu_relax();
+		if (asyncpool_channel_recv_wait(rx, &l, -1)) die("recv_wait");
+		while (asyncpool_channel_send(tx, &l)) cpu_relax();
 	}
+	asyncpool_channel_close(rx);
+	asyncpool_channel_close(tx);
 }
 
 static int cmpu32(const void *a, const void *b)
