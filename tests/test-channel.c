@@ -345,6 +345,81 @@ static void test_processes(void)
 	asyncpool_shared_close(sp);
 }
 
+/*
+ * Send tokens[0 .. CAP-1] through channel 0 from a
+ * child of fork() that opens the send end with its parent's handle:
+ * the child's exit status says what its open and send returned.
+ */
+static int child_sends(struct asyncpool *pool, const uint64_t *tokens)
+{
+	struct asyncpool_channel *s;
+	int status, rc;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork_or_bail();
+	if (pid == 0) {
+		rc = asyncpool_channel_open(pool, 0, ASYNCPOOL_CHANNEL_SEND, &s);
+		if (rc)
+			_exit(rc == -EBUSY ? 10 : 11);
+		rc = asyncpool_channel_send_tokens(s, tokens, CAP);
+		asyncpool_channel_close(s);
+		_exit(rc == CAP ? 0 : 12);
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+/*
+ * After fork(): an end's position is in the handle of the process that
+ * uses it (asyncpool_channel_open(3)), so a child that is to send opens
+ * the end itself once its parent closed it, each child in turn; while
+ * the parent holds the end, the child's open is -EBUSY.
+ */
+static void test_fork_ends(void)
+{
+	struct asyncpool_shared *sp = chan_pool(1, CAP);
+	struct asyncpool *pool = asyncpool_shared_pool(sp);
+	struct asyncpool_channel *s, *r;
+	uint64_t t[CAP], got[CAP];
+	int round, same;
+
+	if (asyncpool_channel_open(pool, 0, ASYNCPOOL_CHANNEL_SEND, &s) ||
+	    asyncpool_channel_open(pool, 0, ASYNCPOOL_CHANNEL_RECV, &r))
+		bail_out("open");
+	/* The parent moves the channel on first: 3 positions. */
+	for (int k = 0; k < 3; k++) {
+		if (asyncpool_acquire_tokens(pool, t, 1) || asyncpool_channel_send_token(s, t[0]) ||
+		    asyncpool_channel_recv_tokens(r, got, 1) != 1)
+			bail_out("the parent's round %d", k);
+		asyncpool_release_token(pool, got[0]);
+	}
+	if (asyncpool_acquire_tokens(pool, t, CAP))
+		bail_out("acquire");
+	is_int(child_sends(pool, t), 10, "fork: the child's open of the end its parent holds: -EBUSY");
+	is_int(asyncpool_channel_recv_tokens(r, got, CAP), -EAGAIN, "  nothing sent");
+	asyncpool_channel_close(s);
+	for (round = 0; round < 2; round++) {
+		is_int(child_sends(pool, t), 0,
+		       "fork %d: the parent closed the end; the child opens it, sends %d, closes it",
+		       round + 1, CAP);
+		is_int(asyncpool_channel_recv_tokens(r, got, CAP), CAP, "  the parent receives %d", CAP);
+		same = 1;
+		for (int k = 0; k < CAP; k++)
+			same &= (uint32_t)got[k] == (uint32_t)t[k];
+		ok(same, "  the child's buffers, in order");
+		/* The next child sends them again. */
+		memcpy(t, got, sizeof(t));
+	}
+	is_int((long)stats_of(pool, 0).sent, 3 + 2 * CAP, "stats: every send counted, the children's too");
+	is_int((long)stats_of(pool, 0).corruptions, 0, "stats: no entry refused");
+	is_int(asyncpool_release_tokens(pool, t, CAP), 0, "the buffers released");
+	is_int(asyncpool_available(pool), N, "every buffer back");
+	asyncpool_channel_close(r);
+	asyncpool_shared_close(sp);
+}
+
 /* asyncpool inspect shows each channel: depth, ends, alive or dead. */
 static void test_inspect(void)
 {
@@ -394,6 +469,7 @@ int main(void)
 	test_open();
 	test_handoff();
 	test_processes();
+	test_fork_ends();
 	test_inspect();
 	return done_testing();
 }
