@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <asyncpool/span.h>
 
@@ -61,6 +62,41 @@ static inline void ap_lease_init_gen(struct asyncpool_lease *out, struct asyncpo
 	out->release.ctx = ctx;
 	out->buffer_index = buffer_index;
 	out->generation = generation;
+}
+
+/*
+ * The same from token t: the index and the generation in one 8-byte
+ * store where they lie as a token does (little-endian), as the
+ * header's inline lease does (__asyncpool_lease()).
+ */
+static inline void ap_lease_init_token(struct asyncpool_lease *out,
+				       struct asyncpool_region *region, size_t length,
+				       ap_release_token_fn *fn, void *ctx, uint64_t t)
+{
+	out->span.region = region;
+	out->span.offset = (size_t)AP_TOKEN_INDEX(t) * length;
+	out->span.length = length;
+	out->release.fn = (ap_release_fn *)(void (*)(void))fn;
+	out->release.ctx = ctx;
+#if AP_TOKEN_IDX_AT == 0
+	memcpy(&out->buffer_index, &t, sizeof(t));
+#else
+	out->buffer_index = AP_TOKEN_INDEX(t);
+	out->generation = AP_TOKEN_GEN(t);
+#endif
+}
+
+/* The token of a pool's lease: its generation << 32 | its index. */
+static inline uint64_t ap_lease_token(const struct asyncpool_lease *l)
+{
+#if AP_TOKEN_IDX_AT == 0
+	uint64_t t;
+
+	memcpy(&t, &l->buffer_index, sizeof(t));
+	return t;
+#else
+	return AP_TOKEN_MAKE(l->generation, l->buffer_index);
+#endif
 }
 
 #endif /* ASYNCPOOL_LEASE_H */

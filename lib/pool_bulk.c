@@ -201,13 +201,8 @@ static void leases_lend(struct asyncpool *pool, struct ap_cache *c, struct async
 	struct asyncpool_region *region = pool->region;
 	size_t bs = pool->buffer_size;
 
-	for (unsigned int j = 0; j < n; j++) {
-		uint64_t t = from[j];
-		uint32_t i = AP_TOKEN_INDEX(t);
-
-		ap_lease_init_gen(&l[j], region, (size_t)i * bs, bs, ap_cache_recycle, pool, i,
-				  AP_TOKEN_GEN(t));
-	}
+	for (unsigned int j = 0; j < n; j++)
+		ap_lease_init_token(&l[j], region, bs, ap_cache_recycle, pool, from[j]);
 	ap_cache_leave_n(c, cn - n);            /* n lent: held unchanged */
 }
 
@@ -610,9 +605,11 @@ static unsigned int release_run_owned(struct asyncpool *pool, struct asyncpool_l
 		uint32_t k = 0;
 
 		for (; j < end && same_run(&l[j], fn, pool); j++) {
+			uint64_t t = ap_lease_token(&l[j]);
+
 			l[j].release.fn = NULL;
-			if (AP_LIKELY(l[j].buffer_index < count))
-				tok[k++] = AP_TOKEN_MAKE(l[j].generation, l[j].buffer_index);
+			tok[k] = t;                     /* kept if in range */
+			k += AP_TOKEN_INDEX(t) < count;
 		}
 		if (k)
 			(void)own_chunk(pool, c, tok, k);
