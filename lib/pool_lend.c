@@ -204,12 +204,13 @@ static __attribute__((noinline)) uint32_t put_into_slot(struct asyncpool *pool, 
 {
 	ap_word *const state = pool->fl.state;
 	_Atomic uint32_t *const owner_of = pool->owner_of, *const released = pool->released;
-	uint64_t *const t = sl->tok;
+	uint64_t *const t = sl->tok, *out = t, *back = rest + *r;
 	const uint64_t word = ap_owned_word(id, 0);
-	uint32_t m = 0, refused = *r;
 
-	for (uint32_t i = 0; i < k; i++) {
-		uint32_t idx = AP_TOKEN_INDEX(tok[i]), gen = AP_TOKEN_GEN(tok[i]);
+	/* Pointers, not counts: fewer registers live, no spill in the loop. */
+	for (const uint64_t *end = tok + k; tok < end; tok++) {
+		uint64_t tk = *tok;
+		uint32_t idx = AP_TOKEN_INDEX(tk), gen = AP_TOKEN_GEN(tk);
 
 		/* Generation 0 and the last before the wrap go to rest[],
 		 * which decides them (ap_owner_give_back): here g + 1 is
@@ -218,14 +219,14 @@ static __attribute__((noinline)) uint32_t put_into_slot(struct asyncpool *pool, 
 			      gen - 1u < 0xfffffffeu &&
 			      ap_state_owner_decide(&state[idx], word | gen, (word | gen) + 1))) {
 			atomic_store_explicit(&released[idx], gen, memory_order_relaxed);
-			t[m++] = AP_TOKEN_MAKE(gen + 1, idx);
+			*out++ = tk + ((uint64_t)1 << 32);
 		} else {
-			rest[refused++] = tok[i];
+			*back++ = tk;
 		}
 	}
-	*r = refused;
+	*r = (uint32_t)(back - rest);
 	sl->owner = id;
-	return m;
+	return (uint32_t)(out - t);
 }
 
 uint32_t ap_lend_put(struct asyncpool *pool, struct ap_cache *c, const uint64_t *tok, uint32_t k,
