@@ -457,8 +457,7 @@ struct own_put {
 	uint64_t         *top;          /* &c->tok[c->n] */
 	uint64_t          word;         /* ap_owned_word(c's id, 0) */
 	uint32_t          id, size;
-	uint32_t          r;            /* in rest[] */
-	uint64_t         *rest;
+	uint64_t         *rest, *back; /* rest[] up to back: for ap_owner_release() */
 };
 
 static inline void own_begin(struct own_put *op, struct asyncpool *pool, struct ap_cache *c,
@@ -472,8 +471,7 @@ static inline void own_begin(struct own_put *op, struct asyncpool *pool, struct 
 	op->id = c->id;
 	op->word = ap_owned_word(c->id, 0);
 	op->size = c->size;
-	op->r = 0;
-	op->rest = rest;
+	op->rest = op->back = rest;
 }
 
 /* How many the cache holds now. */
@@ -500,16 +498,17 @@ static inline uint32_t own_room(struct own_put *op, uint32_t m)
 	return op->size - n < m ? op->size - n : m;
 }
 
-/* Buffer idx released by generation gen into the cache (room for it), if ap_owner_back(). */
-static inline __attribute__((always_inline)) void own_one(struct own_put *op, uint32_t idx,
-							 uint32_t gen)
+/* Token t released into the cache (room for it), if ap_owner_back(): the next generation's entry. */
+static inline __attribute__((always_inline)) void own_one(struct own_put *op, uint64_t t)
 {
+	uint32_t idx = AP_TOKEN_INDEX(t);
 	uint32_t o = atomic_load_explicit(&op->owner_of[idx], memory_order_relaxed);
 
-	if (AP_LIKELY(ap_owner_back(op->state, o, op->released, op->id, op->word, idx, gen)))
-		*op->top++ = AP_TOKEN_MAKE(gen + 1, idx);
+	if (AP_LIKELY(ap_owner_back(op->state, o, op->released, op->id, op->word, idx,
+				    AP_TOKEN_GEN(t))))
+		*op->top++ = t + ((uint64_t)1 << 32);
 	else
-		op->rest[op->r++] = AP_TOKEN_MAKE(gen, idx);
+		*op->back++ = t;
 }
 
 /* Write back what the loop changed, the taken ones (lent) counted back. */
@@ -543,10 +542,10 @@ static __attribute__((noinline)) uint32_t own_tokens(struct asyncpool *pool, str
 
 		j += end - t;
 		for (; t < end; t++)
-			own_one(&op, AP_TOKEN_INDEX(*t), AP_TOKEN_GEN(*t));
+			own_one(&op, *t);
 	}
-	own_end(&op, k - op.r);
-	return op.r;
+	own_end(&op, k - (uint32_t)(op.back - op.rest));
+	return (uint32_t)(op.back - op.rest);
 }
 
 /*
