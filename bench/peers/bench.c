@@ -306,6 +306,101 @@ static inline void ckr_put(void *p, int tid)
 }
 
 /* ------------------------------------------------------------------ */
+/* Variants, not peers: what libasyncpool's uncached pair checks, on   */
+/* the two freelists above.  A word per buffer, generation << 1 |      */
+/* leased, as the library's buffer word: the acquire owns the buffer   */
+/* it took and stores its word; a release claims it by CAS from the    */
+/* token's generation, so that a stale or a double release is refused, */
+/* then gives the buffer back.  Tokens (generation << 32 | index) move */
+/* as the pointer.  No cache, no lent count, no hints: the floor of    */
+/* the checks on a stack and on a ring.                                */
+static _Atomic uint64_t chk_word[NBUF] ALIGNED;
+static void chk_init(void)
+{
+	for (uint32_t i = 0; i < NBUF; i++)
+		atomic_store_explicit(&chk_word[i], 1u << 1, memory_order_relaxed); /* free, generation 1 */
+}
+static inline void *chk_lease(uint32_t i)
+{
+	uint64_t w = atomic_load_explicit(&chk_word[i], memory_order_relaxed);
+
+	if (unlikely(w & 1)) die("checked: a free buffer's word says leased");
+	atomic_store_explicit(&chk_word[i], w | 1, memory_order_relaxed);
+	return (void *)(uintptr_t)((w >> 1) << 32 | i);
+}
+static inline uint32_t chk_back(void *p)
+{
+	uint64_t t = (uintptr_t)p, want = (t >> 32) << 1 | 1;
+	uint32_t i = (uint32_t)t;
+
+	if (unlikely(i >= NBUF)) die("checked: an index out of range");
+	if (unlikely(!atomic_compare_exchange_strong_explicit(&chk_word[i], &want, ((t >> 32) + 1) << 1,
+							       memory_order_relaxed, memory_order_relaxed)))
+		die("checked: a release refused");
+	return i;
+}
+
+/* The tagged-index Treiber stack above, checked. */
+static _Atomic uint64_t ctf_head ALIGNED;
+static _Atomic uint32_t ctf_next[NBUF] ALIGNED;
+static void ctf_init(void)
+{
+	chk_init();
+	for (uint32_t i = 0; i < NBUF; i++)
+		atomic_store_explicit(&ctf_next[i], i + 1 < NBUF ? i + 1 : NIL, memory_order_relaxed);
+	atomic_store(&ctf_head, 0);
+}
+static inline void *ctf_get(int tid)
+{
+	(void)tid;
+	uint64_t h = atomic_load_explicit(&ctf_head, memory_order_acquire);
+	for (;;) {
+		uint32_t i = (uint32_t)h;
+		if (unlikely(i == NIL)) return NULL;
+		uint32_t n = atomic_load_explicit(&ctf_next[i], memory_order_relaxed);
+		uint64_t nh = (((h >> 32) + 1) << 32) | n;
+		if (likely(atomic_compare_exchange_weak_explicit(&ctf_head, &h, nh, memory_order_acquire,
+								 memory_order_acquire)))
+			return chk_lease(i);
+	}
+}
+static inline void ctf_put(void *p, int tid)
+{
+	(void)tid;
+	uint32_t i = chk_back(p);
+	uint64_t h = atomic_load_explicit(&ctf_head, memory_order_relaxed);
+	uint64_t nh;
+	do {
+		atomic_store_explicit(&ctf_next[i], (uint32_t)h, memory_order_relaxed);
+		nh = (((h >> 32) + 1) << 32) | i;
+	} while (unlikely(!atomic_compare_exchange_weak_explicit(&ctf_head, &h, nh, memory_order_release,
+								  memory_order_relaxed)));
+}
+
+/* The ck_ring freelist above, checked: the ring holds indices. */
+static ck_ring_t ckc ALIGNED;
+static ck_ring_buffer_t ckc_buf[CKR_SIZE] ALIGNED;
+static void ckc_init(void)
+{
+	chk_init();
+	ck_ring_init(&ckc, CKR_SIZE);
+	for (uint32_t i = 0; i < NBUF; i++)
+		if (!ck_ring_enqueue_mpmc(&ckc, ckc_buf, (void *)(uintptr_t)i)) die("ckc fill");
+}
+static inline void *ckc_get(int tid)
+{
+	(void)tid;
+	void *p;
+	return likely(ck_ring_dequeue_mpmc(&ckc, ckc_buf, &p)) ? chk_lease((uint32_t)(uintptr_t)p) : NULL;
+}
+static inline void ckc_put(void *p, int tid)
+{
+	(void)tid;
+	void *i = (void *)(uintptr_t)chk_back(p);
+	while (unlikely(!ck_ring_enqueue_mpmc(&ckc, ckc_buf, i))) cpu_relax();
+}
+
+/* ------------------------------------------------------------------ */
 /* sbitmap-style allocator (Linux lib/sbitmap.c idea): one 64-bit word */
 /* per cache line, per-thread allocation hint, fetch_or/fetch_and.     */
 #define SB_WORDS (NBUF / 64)
@@ -492,6 +587,8 @@ GEN_LOOPS(tf, tf_get, tf_put)
 GEN_LOOPS(t2, t2_get, t2_put)
 GEN_LOOPS(cks, cks_get, cks_put)
 GEN_LOOPS(ckr, ckr_get, ckr_put)
+GEN_LOOPS(ctf, ctf_get, ctf_put)
+GEN_LOOPS(ckc, ckc_get, ckc_put)
 GEN_LOOPS(sb, sb_get, sb_put)
 GEN_BULK(mxb, mx_get_bulk, mx_put_bulk)
 #ifdef HAVE_ASYNCPOOL
@@ -1395,6 +1492,8 @@ int main(int argc, char **argv)
 		V("tagged-ptr 128b CAS Treiber", t2, t2_init),
 		V("ck_stack mpmc (ck 0.7.1)", cks, cks_init),
 		V("ck_ring mpmc (FIFO)", ckr, ckr_init),
+		V("variant: tagged-idx Treiber, checked", ctf, ctf_init),
+		V("variant: ck_ring mpmc, checked", ckc, ckc_init),
 		V("sbitmap-style bitmap", sb, sb_init),
 #ifdef HAVE_DPDK
 		{ "DPDK ring_mp_mc cache0", nop_init, dr0_st, dr0_prod, dr0_cons, 1, &have_r0, 1 },
@@ -1576,19 +1675,23 @@ int main(int argc, char **argv)
 	}
 	/*
 	 * Each libasyncpool row beside the DPDK ring_mp_mc row of the same
-	 * cache and bulk: >1 is libasyncpool faster.  1-thr: DPDK's ns over
+	 * cache and bulk, and each variant beside cache0: >1 is ours faster.  1-thr: DPDK's ns over
 	 * ours; 2-thr and xfer: our Mops/s over DPDK's (clean medians where
 	 * there are clean samples).
 	 */
 	printf("\n%-38s | ratio to the DPDK ring_mp_mc row of the same cache and bulk (>1: faster)\n",
-	       "libasyncpool row");
+	       "row");
 	for (int i = 0; i < nv; i++) {
 		const char *suffix = vs[i].name + strlen("libasyncpool ");
 		char dn[64];
 		int d = -1;
-		if (strncmp(vs[i].name, "libasyncpool ", strlen("libasyncpool ")) || !*vs[i].avail ||
-		    only_channels) continue;
-		if (!strncmp(suffix, "tokens ", strlen("tokens "))) suffix += strlen("tokens ");
+		if (!*vs[i].avail || only_channels) continue;
+		if (!strncmp(vs[i].name, "variant: ", strlen("variant: ")))
+			suffix = "cache0";      /* the variants have no cache */
+		else if (strncmp(vs[i].name, "libasyncpool ", strlen("libasyncpool ")))
+			continue;
+		else if (!strncmp(suffix, "tokens ", strlen("tokens ")))
+			suffix += strlen("tokens ");
 		snprintf(dn, sizeof(dn), "DPDK ring_mp_mc %s", suffix);
 		for (int k = 0; k < nv; k++)
 			if (!strcmp(vs[k].name, dn) && *vs[k].avail) d = k;
