@@ -191,24 +191,22 @@ static void tf_init(void)
 		atomic_store_explicit(&tf_next[i], i + 1 < NBUF ? i + 1 : NIL, memory_order_relaxed);
 	atomic_store(&tf_head, 0);
 }
-static inline void *tf_get(int tid)
+/* Pop and push by index: the checked variant below shares them. */
+static inline uint32_t tf_pop(void)
 {
-	(void)tid;
 	uint64_t h = atomic_load_explicit(&tf_head, memory_order_acquire);
 	for (;;) {
 		uint32_t i = (uint32_t)h;
-		if (unlikely(i == NIL)) return NULL;
+		if (unlikely(i == NIL)) return NIL;
 		uint32_t n = atomic_load_explicit(&tf_next[i], memory_order_relaxed);
 		uint64_t nh = (((h >> 32) + 1) << 32) | n;
 		if (likely(atomic_compare_exchange_weak_explicit(&tf_head, &h, nh, memory_order_acquire,
 								 memory_order_acquire)))
-			return idx2ptr(i);
+			return i;
 	}
 }
-static inline void tf_put(void *p, int tid)
+static inline void tf_push(uint32_t i)
 {
-	(void)tid;
-	uint32_t i = ptr2idx(p);
 	uint64_t h = atomic_load_explicit(&tf_head, memory_order_relaxed);
 	uint64_t nh;
 	do {
@@ -217,6 +215,13 @@ static inline void tf_put(void *p, int tid)
 	} while (unlikely(!atomic_compare_exchange_weak_explicit(&tf_head, &h, nh, memory_order_release,
 								  memory_order_relaxed)));
 }
+static inline void *tf_get(int tid)
+{
+	(void)tid;
+	uint32_t i = tf_pop();
+	return likely(i != NIL) ? idx2ptr(i) : NULL;
+}
+static inline void tf_put(void *p, int tid) { (void)tid; tf_push(ptr2idx(p)); }
 
 /* ------------------------------------------------------------------ */
 /* Treiber stack with 128-bit {ptr, tag} CAS (cmpxchg16b)             */
@@ -340,65 +345,23 @@ static inline uint32_t chk_back(void *p)
 	return i;
 }
 
-/* The tagged-index Treiber stack above, checked. */
-static _Atomic uint64_t ctf_head ALIGNED;
-static _Atomic uint32_t ctf_next[NBUF] ALIGNED;
-static void ctf_init(void)
-{
-	chk_init();
-	for (uint32_t i = 0; i < NBUF; i++)
-		atomic_store_explicit(&ctf_next[i], i + 1 < NBUF ? i + 1 : NIL, memory_order_relaxed);
-	atomic_store(&ctf_head, 0);
-}
+/* The tagged-index Treiber stack and the ck_ring freelist above, checked. */
+static void ctf_init(void) { chk_init(); tf_init(); }
 static inline void *ctf_get(int tid)
 {
 	(void)tid;
-	uint64_t h = atomic_load_explicit(&ctf_head, memory_order_acquire);
-	for (;;) {
-		uint32_t i = (uint32_t)h;
-		if (unlikely(i == NIL)) return NULL;
-		uint32_t n = atomic_load_explicit(&ctf_next[i], memory_order_relaxed);
-		uint64_t nh = (((h >> 32) + 1) << 32) | n;
-		if (likely(atomic_compare_exchange_weak_explicit(&ctf_head, &h, nh, memory_order_acquire,
-								 memory_order_acquire)))
-			return chk_lease(i);
-	}
+	uint32_t i = tf_pop();
+	return likely(i != NIL) ? chk_lease(i) : NULL;
 }
-static inline void ctf_put(void *p, int tid)
-{
-	(void)tid;
-	uint32_t i = chk_back(p);
-	uint64_t h = atomic_load_explicit(&ctf_head, memory_order_relaxed);
-	uint64_t nh;
-	do {
-		atomic_store_explicit(&ctf_next[i], (uint32_t)h, memory_order_relaxed);
-		nh = (((h >> 32) + 1) << 32) | i;
-	} while (unlikely(!atomic_compare_exchange_weak_explicit(&ctf_head, &h, nh, memory_order_release,
-								  memory_order_relaxed)));
-}
+static inline void ctf_put(void *p, int tid) { (void)tid; tf_push(chk_back(p)); }
 
-/* The ck_ring freelist above, checked: the ring holds indices. */
-static ck_ring_t ckc ALIGNED;
-static ck_ring_buffer_t ckc_buf[CKR_SIZE] ALIGNED;
-static void ckc_init(void)
-{
-	chk_init();
-	ck_ring_init(&ckc, CKR_SIZE);
-	for (uint32_t i = 0; i < NBUF; i++)
-		if (!ck_ring_enqueue_mpmc(&ckc, ckc_buf, (void *)(uintptr_t)i)) die("ckc fill");
-}
+static void ckc_init(void) { chk_init(); ckr_init(); }
 static inline void *ckc_get(int tid)
 {
-	(void)tid;
-	void *p;
-	return likely(ck_ring_dequeue_mpmc(&ckc, ckc_buf, &p)) ? chk_lease((uint32_t)(uintptr_t)p) : NULL;
+	void *p = ckr_get(tid);
+	return likely(p != NULL) ? chk_lease(ptr2idx(p)) : NULL;
 }
-static inline void ckc_put(void *p, int tid)
-{
-	(void)tid;
-	void *i = (void *)(uintptr_t)chk_back(p);
-	while (unlikely(!ck_ring_enqueue_mpmc(&ckc, ckc_buf, i))) cpu_relax();
-}
+static inline void ckc_put(void *p, int tid) { ckr_put(idx2ptr(chk_back(p)), tid); }
 
 /* ------------------------------------------------------------------ */
 /* sbitmap-style allocator (Linux lib/sbitmap.c idea): one 64-bit word */
