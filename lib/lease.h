@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The one place a lease is built: pools (single, bulk, cached, adopted)
- * and recv regions all fill a lease through ap_lease_init(), so that the
- * fields and their meaning cannot drift apart.
+ * fill a lease through ap_lease_init_token(), recv regions through
+ * ap_lease_init(), so that the fields and their meaning cannot drift
+ * apart.
  */
 #ifndef ASYNCPOOL_LEASE_H
 #define ASYNCPOOL_LEASE_H
@@ -24,6 +25,8 @@ typedef void ap_release_token_fn(void *ctx, uint64_t token);
 #define AP_TOKEN_MAKE(gen, idx) (((uint64_t)(gen) << 32) | (uint32_t)(idx))
 #define AP_TOKEN_INDEX(t)       ((uint32_t)(t))
 #define AP_TOKEN_GEN(t)         ((uint32_t)((t) >> 32))
+/* The same buffer's token at the next generation (the caller excludes the wrap). */
+#define AP_TOKEN_NEXT(t)        ((t) + ((uint64_t)1 << 32))
 
 /*
  * In memory, a token is two uint32_t that a chain pop fills in place
@@ -50,24 +53,12 @@ static inline void ap_lease_init(struct asyncpool_lease *out, struct asyncpool_r
 	out->generation = 0;
 }
 
-/* A pool's lease: its callback takes tokens, generation is never 0. */
-static inline void ap_lease_init_gen(struct asyncpool_lease *out, struct asyncpool_region *region,
-				     size_t offset, size_t length, ap_release_token_fn *fn,
-				     void *ctx, uint32_t buffer_index, uint32_t generation)
-{
-	out->span.region = region;
-	out->span.offset = offset;
-	out->span.length = length;
-	out->release.fn = (ap_release_fn *)(void (*)(void))fn;
-	out->release.ctx = ctx;
-	out->buffer_index = buffer_index;
-	out->generation = generation;
-}
-
 /*
- * The same from token t: the index and the generation in one 8-byte
- * store where they lie as a token does (little-endian), as the
- * header's inline lease does (__asyncpool_lease()).
+ * A pool's lease, of token t (generation << 32 | index; the generation
+ * never 0), its callback taking tokens: the buffer at index x length,
+ * the index and the generation in one 8-byte store where they lie as a
+ * token does (little-endian), as the header's inline lease does
+ * (__asyncpool_lease()).
  */
 static inline void ap_lease_init_token(struct asyncpool_lease *out,
 				       struct asyncpool_region *region, size_t length,

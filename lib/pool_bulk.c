@@ -28,12 +28,8 @@ static void leases_build(struct asyncpool *pool, struct asyncpool_lease *l, unsi
 	struct asyncpool_region *region = pool->region;
 	size_t bs = pool->buffer_size;
 
-	for (unsigned int j = 0; j < n; j++) {
-		uint32_t idx = l[j].buffer_index;
-
-		ap_lease_init_gen(&l[j], region, (size_t)idx * bs, bs, fn, pool, idx,
-				  l[j].generation);
-	}
+	for (unsigned int j = 0; j < n; j++)
+		ap_lease_init_token(&l[j], region, bs, fn, pool, ap_lease_token(&l[j]));
 }
 
 /*
@@ -226,8 +222,8 @@ static int acquire_leases(struct asyncpool *pool, struct ap_cache *c,
 	}
 	if (c) {
 		while (j < n && (rc = cache_next(pool, c, n - j, &idx, &gen, &lent)) > 0)
-			ap_lease_init_gen(&leases[j++], pool->region, (size_t)idx * bs, bs,
-					  ap_cache_recycle, pool, idx, gen);
+			ap_lease_init_token(&leases[j++], pool->region, bs, ap_cache_recycle, pool,
+					    AP_TOKEN_MAKE(gen, idx));
 		ap_cache_add_lent(c, lent);
 		ap_cache_leave(c);
 	}
@@ -506,7 +502,7 @@ static inline __attribute__((always_inline)) void own_one(struct own_put *op, ui
 
 	if (AP_LIKELY(ap_owner_back(op->state, o, op->released, op->id, op->word, idx,
 				    AP_TOKEN_GEN(t))))
-		*op->top++ = t + ((uint64_t)1 << 32);
+		*op->top++ = AP_TOKEN_NEXT(t);
 	else
 		*op->back++ = t;
 }
@@ -544,8 +540,10 @@ static __attribute__((noinline)) uint32_t own_tokens(struct asyncpool *pool, str
 		for (; t < end; t++)
 			own_one(&op, *t);
 	}
-	own_end(&op, k - (uint32_t)(op.back - op.rest));
-	return (uint32_t)(op.back - op.rest);
+	uint32_t r = (uint32_t)(op.back - op.rest);
+
+	own_end(&op, k - r);
+	return r;
 }
 
 /*

@@ -102,8 +102,7 @@ static inline bool ap_pool_cached(const struct asyncpool *pool)
 static inline void ap_pool_lease(struct asyncpool *pool, uint32_t idx, uint32_t gen,
 				 ap_release_token_fn *fn, struct asyncpool_lease *out)
 {
-	ap_lease_init_gen(out, pool->region, (size_t)idx * pool->buffer_size, pool->buffer_size,
-			  fn, pool, idx, gen);
+	ap_lease_init_token(out, pool->region, pool->buffer_size, fn, pool, AP_TOKEN_MAKE(gen, idx));
 }
 
 /* The callback of a lease: whether it is one of a pool's. */

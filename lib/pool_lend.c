@@ -219,7 +219,7 @@ static __attribute__((noinline)) uint32_t put_into_slot(struct asyncpool *pool, 
 			      gen - 1u < 0xfffffffeu &&
 			      ap_state_owner_decide(&state[idx], word | gen, (word | gen) + 1))) {
 			atomic_store_explicit(&released[idx], gen, memory_order_relaxed);
-			*out++ = tk + ((uint64_t)1 << 32);
+			*out++ = AP_TOKEN_NEXT(tk);
 		} else {
 			*back++ = tk;
 		}

@@ -1638,9 +1638,9 @@ int main(int argc, char **argv)
 	}
 	/*
 	 * Each libasyncpool row beside the DPDK ring_mp_mc row of the same
-	 * cache and bulk, and each variant beside cache0: >1 is ours faster.  1-thr: DPDK's ns over
-	 * ours; 2-thr and xfer: our Mops/s over DPDK's (clean medians where
-	 * there are clean samples).
+	 * cache and bulk, each variant beside cache0: >1 is ours faster.
+	 * 1-thr: DPDK's ns over ours; 2-thr and xfer: our Mops/s over
+	 * DPDK's (clean medians where there are clean samples).
 	 */
 	printf("\n%-38s | ratio to the DPDK ring_mp_mc row of the same cache and bulk (>1: faster)\n",
 	       "row");
