@@ -37,8 +37,6 @@ void (*ap_test_hook_point)(enum ap_test_point);
 void (*ap_test_hook_stall)(enum ap_test_stall);
 #endif
 
-/* A peer that rewrites the head without end must not keep us spinning. */
-#define AP_MAX_RETRIES (1u << 22)
 /* A chain pop whose takes keep failing holds a buffer twice: give up. */
 #define AP_MAX_LOST_TAKES 16u
 
@@ -89,26 +87,6 @@ void ap_fl_count_refused(const struct ap_freelist *fl, uint32_t idx, uint32_t ge
 		ap_fl_count_fenced(fl, 1);
 	else
 		ap_fl_count_bad_release(fl, 1);
-}
-
-static void count_empty(const struct ap_freelist *fl)
-{
-	atomic_fetch_add_explicit(&fl->ctr->empty, 1, memory_order_relaxed);
-}
-
-/*
- * A walk from head *h met something it cannot use.  If the head moved,
- * take the new one and retry (true); if not, the list itself is what was
- * read (false).
- */
-static inline bool head_moved(const struct ap_freelist *fl, uint64_t *h)
-{
-	uint64_t again = atomic_load_explicit(&fl->line->head, memory_order_acquire);
-
-	if (again == *h)
-		return false;
-	*h = again;
-	return true;
 }
 
 /*
@@ -170,114 +148,12 @@ static inline void step_end(struct ap_freelist *fl, struct ap_step *st)
 
 #define AP_OUT(p, j) (*(uint32_t *)((char *)(p) + (size_t)(j) * stride))
 
-/*
- * Write what a pop is about to take, before its CAS on the head: the
- * buffers (at out, stride bytes apart) and the word seen of each.
- */
-static inline void step_record(struct ap_step *st, const void *out, size_t stride,
-			       const uint64_t *w, uint32_t k)
-{
-	if (!st)
-		return;
-	atomic_store_explicit(&st->count, 0, memory_order_relaxed);
-	for (uint32_t j = 0; j < k; j++) {
-		atomic_store_explicit(&st->idx[j], AP_OUT(out, j), memory_order_relaxed);
-		atomic_store_explicit(&st->word[j], w[j], memory_order_relaxed);
-	}
-	atomic_store_explicit(&st->count, k, memory_order_relaxed);
-	AP_TEST_AT(AP_TP_POP_RECORDED);
-}
-
-/*
- * Mark a buffer our head CAS took.  In a shared pool, by CAS from the
- * word seen before the head CAS: a reclaim may have claimed it (false).
- * A local pool has no reclaim: a store.
- */
-static inline bool take(struct ap_freelist *fl, uint32_t i, uint64_t seen, uint32_t kind,
-			uint32_t *gen)
-{
-	if (fl->shared)
-		return ap_state_take(&fl->state[i], seen, kind, fl->me, gen);
-	*gen = ap_gen_next(AP_W_GEN(seen));
-	atomic_store_explicit(&fl->state[i], AP_W_MAKE(kind, 0, *gen), memory_order_relaxed);
-	return true;
-}
-
-/* A local pool's take, the word marked mark | its next generation (ap_fl_pop_mark). */
-static inline bool take_marked(struct ap_freelist *fl, uint32_t i, uint64_t seen, uint64_t mark,
-			       uint32_t *gen)
-{
-	*gen = ap_gen_next(AP_W_GEN(seen));
-	atomic_store_explicit(&fl->state[i], mark | *gen, memory_order_relaxed);
-	return true;
-}
-
-/*
- * The pop, with the step st of our attachment or NULL; inlined into the
- * two callers below, so that a pool without attachment (a local pool,
- * raw shared memory) runs a copy with no step code at all.
- */
-static inline __attribute__((always_inline)) int pop_one(struct ap_freelist *fl, uint32_t kind,
-							uint64_t mark, uint32_t *idx,
-							uint32_t *gen, struct ap_step *st)
-{
-	struct ap_pool_head *line = fl->line;
-	uint64_t h = atomic_load_explicit(&line->head, memory_order_acquire);
-
-	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
-		uint32_t i = AP_HEAD_INDEX(h), n;
-		uint64_t w;
-
-		if (i == AP_FL_END) {
-			count_empty(fl);
-			return -ENOBUFS;
-		}
-		if (AP_UNLIKELY(i >= fl->count))
-			break;
-		w = ap_state_load(&fl->state[i]);
-		n = atomic_load_explicit(&fl->link[i], memory_order_relaxed);
-		AP_TEST_POINT();
-		if (AP_UNLIKELY(AP_W_KIND(w) != AP_K_FREE || (n >= fl->count && n != AP_FL_END))) {
-			/* Taken under a stale head, or the list is corrupt. */
-			if (!head_moved(fl, &h))
-				break;
-			continue;
-		}
-		/*
-		 * A step is recorded only from a word read while i was the
-		 * head (the head held still across the read): a stale head's
-		 * i may be in another thread's push, whose word a reclaim
-		 * after our death must not take (tests/model/crash.pml).
-		 */
-		if (st) {
-			if (head_moved(fl, &h))
-				continue;
-			step_record(st, &i, sizeof(i), &w, 1);
-		}
-		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
-							  AP_HEAD_MAKE(n, AP_HEAD_TAG(h) + 1),
-							  memory_order_acquire,
-							  memory_order_acquire)) {
-			AP_TEST_AT(AP_TP_POP_CASED);
-			if (AP_LIKELY(mark ? take_marked(fl, i, w, mark, gen) :
-					  take(fl, i, w, kind, gen))) {
-				*idx = i;
-				return 0;
-			}
-			/* A reclaim took it: it pushes it back. */
-			h = atomic_load_explicit(&line->head, memory_order_acquire);
-		}
-	}
-	ap_fl_count_corruption(fl, 1);
-	return -EUCLEAN;
-}
-
 /* A pop with a step: out of line, so that a pool without attachment pops with no spill. */
 static __attribute__((noinline)) int pop_attached(struct ap_freelist *fl, uint32_t kind,
 						  uint32_t *idx, uint32_t *gen)
 {
 	struct ap_step *st = step_begin(fl);
-	int rc = pop_one(fl, kind, 0, idx, gen, st);
+	int rc = ap_fl_pop_loop(fl, kind, 0, idx, gen, st);
 
 	step_end(fl, st);
 	return rc;
@@ -287,7 +163,7 @@ int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *ge
 {
 	if (fl->att)
 		return pop_attached(fl, kind, idx, gen);
-	return pop_one(fl, kind, 0, idx, gen, NULL);
+	return ap_fl_pop_loop(fl, kind, 0, idx, gen, NULL);
 }
 
 int ap_fl_pop_mark(struct ap_freelist *fl, uint64_t mark, uint64_t *token)
@@ -297,7 +173,7 @@ int ap_fl_pop_mark(struct ap_freelist *fl, uint64_t mark, uint64_t *token)
 
 	if (AP_UNLIKELY(fl->att || fl->shared || !mark))
 		return -EINVAL;
-	rc = pop_one(fl, 0, mark, &idx, &gen, NULL);
+	rc = ap_fl_pop_loop(fl, 0, mark, &idx, &gen, NULL);
 	*token = rc ? 0 : (uint64_t)gen << 32 | idx;      /* a token's encoding (lease.h) */
 	return rc;
 }
@@ -351,7 +227,7 @@ int ap_fl_pop_chain(struct ap_freelist *fl, void *out, void *gens, size_t stride
 			i = atomic_load_explicit(&fl->link[i], memory_order_relaxed);
 		}
 		if (AP_UNLIKELY(odd || (i >= fl->count && i != AP_FL_END))) {
-			if (!head_moved(fl, &h))
+			if (!ap_fl_head_moved(fl, &h))
 				break;
 			continue;
 		}
@@ -359,17 +235,17 @@ int ap_fl_pop_chain(struct ap_freelist *fl, void *out, void *gens, size_t stride
 			/* A walk under a stale head may end early (a link
 			 * rewritten by a push): only a head that held still
 			 * means empty. */
-			if (head_moved(fl, &h))
+			if (ap_fl_head_moved(fl, &h))
 				continue;
-			count_empty(fl);
+			ap_fl_count_empty(fl);
 			rc = -ENOBUFS;
 			goto out;
 		}
 		if (st && k) {
 			/* Words read while the head held still (above). */
-			if (head_moved(fl, &h))
+			if (ap_fl_head_moved(fl, &h))
 				continue;
-			step_record(st, out, stride, seen, k);
+			ap_fl_step_record(st, out, stride, seen, k);
 		}
 		AP_TEST_POINT();
 		if (!head_pop(line, &h, i))
@@ -379,7 +255,7 @@ int ap_fl_pop_chain(struct ap_freelist *fl, void *out, void *gens, size_t stride
 			uint32_t b = AP_OUT(out, j), g;
 			uint64_t w = fl->shared ? seen[j] : ap_state_load(&fl->state[b]);
 
-			if (AP_UNLIKELY(!take(fl, b, w, kind, &g)))
+			if (AP_UNLIKELY(!ap_fl_take(fl, b, w, kind, &g)))
 				continue;       /* a reclaim took it */
 			AP_OUT(out, m) = b;
 			if (gens)
@@ -448,11 +324,11 @@ int ap_fl_pop_owned(struct ap_freelist *fl, uint32_t *idx, uint32_t *gen, uint32
 			i = atomic_load_explicit(&link[i], memory_order_relaxed);
 		}
 		if (AP_UNLIKELY(odd || k < n || (i >= count && i != AP_FL_END))) {
-			if (head_moved(fl, &h))
+			if (ap_fl_head_moved(fl, &h))
 				continue;
 			if (odd || k == n || i != AP_FL_END)
 				break;          /* the list itself is corrupt */
-			count_empty(fl);
+			ap_fl_count_empty(fl);
 			return -ENOBUFS;
 		}
 		AP_TEST_POINT();
@@ -471,71 +347,19 @@ int ap_fl_pop_owned(struct ap_freelist *fl, uint32_t *idx, uint32_t *gen, uint32
 
 #undef AP_OUT
 
-/*
- * One push loop, inlined into every push: a single push runs it with n
- * 1; the buffers are idx[0..n), or the indices of tokens tok[0..n).
- */
-static inline __attribute__((always_inline)) int push_chain(struct ap_freelist *fl,
-							   const uint32_t *idx, const uint64_t *tok,
-							   uint32_t n)
-{
-#define AP_PUSHED(j) (tok ? (uint32_t)tok[j] : idx[j])
-	struct ap_pool_head *line = fl->line;
-	uint64_t h;
-
-	if (!n)
-		return 0;
-	/* acquire: the depth of the head, written before its push's CAS. */
-	h = atomic_load_explicit(&line->head, memory_order_acquire);
-	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
-		uint32_t top = AP_HEAD_INDEX(h);
-		uint32_t d = top < fl->count ?
-			     atomic_load_explicit(&fl->depth[top], memory_order_relaxed) : 0;
-
-		/*
-		 * If the CAS below succeeds, top was the head all along (the
-		 * tag), so d was its depth: ours count on from it.  The links
-		 * in one pass with the depths (a retry writes them again).
-		 */
-		for (uint32_t j = 0; j + 1 < n; j++) {
-			ap_state_set_link(&fl->link[AP_PUSHED(j)], AP_PUSHED(j + 1));
-			atomic_store_explicit(&fl->depth[AP_PUSHED(j)], d + n - j, memory_order_relaxed);
-		}
-		atomic_store_explicit(&fl->depth[AP_PUSHED(n - 1)], d + 1, memory_order_relaxed);
-		ap_state_set_link(&fl->link[AP_PUSHED(n - 1)], top);
-		AP_TEST_POINT();
-		AP_TEST_AT(AP_TP_PUSH_LINKED);
-		/*
-		 * release: the buffers' contents and links before the head;
-		 * seq_cst, for the load of the wait word after it (wait_word.h).
-		 * On x86 both are the same locked instruction.
-		 */
-		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
-							  AP_HEAD_MAKE(AP_PUSHED(0), AP_HEAD_TAG(h) + 1),
-							  memory_order_seq_cst,
-							  memory_order_acquire)) {
-			ap_wait_wake(line, fl->shared);
-			return 0;
-		}
-	}
-	ap_fl_count_corruption(fl, 1);
-	return -EUCLEAN;
-#undef AP_PUSHED
-}
-
 int ap_fl_push(struct ap_freelist *fl, uint32_t idx)
 {
-	return push_chain(fl, &idx, NULL, 1);
+	return ap_fl_push_loop(fl, &idx, NULL, 1);
 }
 
 int ap_fl_push_chain(struct ap_freelist *fl, const uint32_t *idx, uint32_t n)
 {
-	return push_chain(fl, idx, NULL, n);
+	return ap_fl_push_loop(fl, idx, NULL, n);
 }
 
 int ap_fl_push_tokens(struct ap_freelist *fl, const uint64_t *tok, uint32_t n)
 {
-	return push_chain(fl, NULL, tok, n);
+	return ap_fl_push_loop(fl, NULL, tok, n);
 }
 
 int ap_fl_release(struct ap_freelist *fl, uint32_t idx, uint32_t gen)
@@ -552,7 +376,7 @@ int ap_fl_release(struct ap_freelist *fl, uint32_t idx, uint32_t gen)
 		return -EALREADY;
 	}
 	AP_TEST_AT(AP_TP_RELEASE_CLAIMED);
-	rc = push_chain(fl, &idx, NULL, 1);
+	rc = ap_fl_push_loop(fl, &idx, NULL, 1);
 	if (AP_UNLIKELY(rc))
 		ap_state_unclaim(&fl->state[idx], was);
 	else if (kind == AP_K_CACHED)

@@ -7,12 +7,16 @@
 #ifndef ASYNCPOOL_FREELIST_H
 #define ASYNCPOOL_FREELIST_H
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buffer_state.h"
+#include "internal.h"
 #include "pool_layout.h"
+#include "wait_word.h"
 
 struct ap_freelist {
 	struct ap_pool_head     *line;  /* the head word */
@@ -141,6 +145,191 @@ void ap_fl_count_refused(const struct ap_freelist *fl, uint32_t idx, uint32_t ge
 static inline void ap_fl_lent_back(struct ap_freelist *fl, uint32_t n)
 {
 	atomic_fetch_sub_explicit(&fl->lent, n, memory_order_relaxed);
+}
+
+/*
+ * The single pop and the push as inline loops: freelist.c's functions
+ * are these, out of line, and the uncached lend (pool_lend.c) and its
+ * owner's release (pool_owner.c) compile them in, so that the uncached
+ * pair is one function per direction (issue 34).
+ */
+/* A peer that rewrites the head without end must not keep us spinning. */
+#define AP_MAX_RETRIES (1u << 22)
+
+
+static inline void ap_fl_count_empty(const struct ap_freelist *fl)
+{
+	atomic_fetch_add_explicit(&fl->ctr->empty, 1, memory_order_relaxed);
+}
+
+/*
+ * A walk from head *h met something it cannot use.  If the head moved,
+ * take the new one and retry (true); if not, the list itself is what was
+ * read (false).
+ */
+static inline bool ap_fl_head_moved(const struct ap_freelist *fl, uint64_t *h)
+{
+	uint64_t again = atomic_load_explicit(&fl->line->head, memory_order_acquire);
+
+	if (again == *h)
+		return false;
+	*h = again;
+	return true;
+}
+
+/*
+ * Write what a pop is about to take, before its CAS on the head: the
+ * buffers (at out, stride bytes apart) and the word seen of each.
+ */
+static inline void ap_fl_step_record(struct ap_step *st, const void *out, size_t stride,
+				     const uint64_t *w, uint32_t k)
+{
+	if (!st)
+		return;
+	atomic_store_explicit(&st->count, 0, memory_order_relaxed);
+	for (uint32_t j = 0; j < k; j++) {
+		const uint32_t *i = (const uint32_t *)((const char *)out + (size_t)j * stride);
+
+		atomic_store_explicit(&st->idx[j], *i, memory_order_relaxed);
+		atomic_store_explicit(&st->word[j], w[j], memory_order_relaxed);
+	}
+	atomic_store_explicit(&st->count, k, memory_order_relaxed);
+	AP_TEST_AT(AP_TP_POP_RECORDED);
+}
+
+/*
+ * Mark a buffer our head CAS took.  In a shared pool, by CAS from the
+ * word seen before the head CAS: a reclaim may have claimed it (false).
+ * A local pool has no reclaim: a store.
+ */
+static inline bool ap_fl_take(struct ap_freelist *fl, uint32_t i, uint64_t seen, uint32_t kind,
+			      uint32_t *gen)
+{
+	if (fl->shared)
+		return ap_state_take(&fl->state[i], seen, kind, fl->me, gen);
+	*gen = ap_gen_next(AP_W_GEN(seen));
+	atomic_store_explicit(&fl->state[i], AP_W_MAKE(kind, 0, *gen), memory_order_relaxed);
+	return true;
+}
+
+/* A local pool's take, the word marked mark | its next generation (ap_fl_pop_mark). */
+static inline bool ap_fl_take_marked(struct ap_freelist *fl, uint32_t i, uint64_t seen,
+				     uint64_t mark, uint32_t *gen)
+{
+	*gen = ap_gen_next(AP_W_GEN(seen));
+	atomic_store_explicit(&fl->state[i], mark | *gen, memory_order_relaxed);
+	return true;
+}
+
+/*
+ * The pop, with the step st of our attachment or NULL; inlined into the
+ * two callers below, so that a pool without attachment (a local pool,
+ * raw shared memory) runs a copy with no step code at all.
+ */
+static inline __attribute__((always_inline)) int
+ap_fl_pop_loop(struct ap_freelist *fl, uint32_t kind, uint64_t mark, uint32_t *idx, uint32_t *gen,
+	       struct ap_step *st)
+{
+	struct ap_pool_head *line = fl->line;
+	uint64_t h = atomic_load_explicit(&line->head, memory_order_acquire);
+
+	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
+		uint32_t i = AP_HEAD_INDEX(h), n;
+		uint64_t w;
+
+		if (i == AP_FL_END) {
+			ap_fl_count_empty(fl);
+			return -ENOBUFS;
+		}
+		if (AP_UNLIKELY(i >= fl->count))
+			break;
+		w = ap_state_load(&fl->state[i]);
+		n = atomic_load_explicit(&fl->link[i], memory_order_relaxed);
+		AP_TEST_POINT();
+		if (AP_UNLIKELY(AP_W_KIND(w) != AP_K_FREE || (n >= fl->count && n != AP_FL_END))) {
+			/* Taken under a stale head, or the list is corrupt. */
+			if (!ap_fl_head_moved(fl, &h))
+				break;
+			continue;
+		}
+		/*
+		 * A step is recorded only from a word read while i was the
+		 * head (the head held still across the read): a stale head's
+		 * i may be in another thread's push, whose word a reclaim
+		 * after our death must not take (tests/model/crash.pml).
+		 */
+		if (st) {
+			if (ap_fl_head_moved(fl, &h))
+				continue;
+			ap_fl_step_record(st, &i, sizeof(i), &w, 1);
+		}
+		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
+							  AP_HEAD_MAKE(n, AP_HEAD_TAG(h) + 1),
+							  memory_order_acquire,
+							  memory_order_acquire)) {
+			AP_TEST_AT(AP_TP_POP_CASED);
+			if (AP_LIKELY(mark ? ap_fl_take_marked(fl, i, w, mark, gen) :
+					  ap_fl_take(fl, i, w, kind, gen))) {
+				*idx = i;
+				return 0;
+			}
+			/* A reclaim took it: it pushes it back. */
+			h = atomic_load_explicit(&line->head, memory_order_acquire);
+		}
+	}
+	ap_fl_count_corruption(fl, 1);
+	return -EUCLEAN;
+}
+
+/*
+ * One push loop, inlined into every push: a single push runs it with n
+ * 1; the buffers are idx[0..n), or the indices of tokens tok[0..n).
+ */
+static inline __attribute__((always_inline)) int
+ap_fl_push_loop(struct ap_freelist *fl, const uint32_t *idx, const uint64_t *tok, uint32_t n)
+{
+#define AP_PUSHED(j) (tok ? (uint32_t)tok[j] : idx[j])
+	struct ap_pool_head *line = fl->line;
+	uint64_t h;
+
+	if (!n)
+		return 0;
+	/* acquire: the depth of the head, written before its push's CAS. */
+	h = atomic_load_explicit(&line->head, memory_order_acquire);
+	for (uint32_t tries = 0; tries < AP_MAX_RETRIES; tries++) {
+		uint32_t top = AP_HEAD_INDEX(h);
+		uint32_t d = top < fl->count ?
+			     atomic_load_explicit(&fl->depth[top], memory_order_relaxed) : 0;
+
+		/*
+		 * If the CAS below succeeds, top was the head all along (the
+		 * tag), so d was its depth: ours count on from it.  The links
+		 * in one pass with the depths (a retry writes them again).
+		 */
+		for (uint32_t j = 0; j + 1 < n; j++) {
+			ap_state_set_link(&fl->link[AP_PUSHED(j)], AP_PUSHED(j + 1));
+			atomic_store_explicit(&fl->depth[AP_PUSHED(j)], d + n - j, memory_order_relaxed);
+		}
+		atomic_store_explicit(&fl->depth[AP_PUSHED(n - 1)], d + 1, memory_order_relaxed);
+		ap_state_set_link(&fl->link[AP_PUSHED(n - 1)], top);
+		AP_TEST_POINT();
+		AP_TEST_AT(AP_TP_PUSH_LINKED);
+		/*
+		 * release: the buffers' contents and links before the head;
+		 * seq_cst, for the load of the wait word after it (wait_word.h).
+		 * On x86 both are the same locked instruction.
+		 */
+		if (atomic_compare_exchange_weak_explicit(&line->head, &h,
+							  AP_HEAD_MAKE(AP_PUSHED(0), AP_HEAD_TAG(h) + 1),
+							  memory_order_seq_cst,
+							  memory_order_acquire)) {
+			ap_wait_wake(line, fl->shared);
+			return 0;
+		}
+	}
+	ap_fl_count_corruption(fl, 1);
+	return -EUCLEAN;
+#undef AP_PUSHED
 }
 
 #endif /* ASYNCPOOL_FREELIST_H */
