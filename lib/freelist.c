@@ -166,18 +166,6 @@ int ap_fl_pop(struct ap_freelist *fl, uint32_t kind, uint32_t *idx, uint32_t *ge
 	return ap_fl_pop_loop(fl, kind, 0, idx, gen, NULL);
 }
 
-int ap_fl_pop_mark(struct ap_freelist *fl, uint64_t mark, uint64_t *token)
-{
-	uint32_t idx, gen;
-	int rc;
-
-	if (AP_UNLIKELY(fl->att || fl->shared || !mark))
-		return -EINVAL;
-	rc = ap_fl_pop_loop(fl, 0, mark, &idx, &gen, NULL);
-	*token = rc ? 0 : (uint64_t)gen << 32 | idx;      /* a token's encoding (lease.h) */
-	return rc;
-}
-
 /* Give back buffers a chain pop marked (its own: a store, at the generations they had), then retry. */
 static void untake(struct ap_freelist *fl, void *out, size_t stride, uint32_t k)
 {

@@ -92,14 +92,6 @@ int ap_fl_pop_chain(struct ap_freelist *fl, void *out, void *gens, size_t stride
 int ap_fl_pop_owned(struct ap_freelist *fl, uint32_t *idx, uint32_t *gen, uint32_t n,
 		    uint64_t mark);
 /*
- * One buffer of a local pool, its word marked mark (not 0) | its new
- * generation: ap_fl_pop() with an owner in the word, for the single
- * lend (pool_lend.c).  0 with generation << 32 | index in *token (a
- * token's encoding), or -ENOBUFS, -EUCLEAN, or -EINVAL as above with
- * *token 0.
- */
-int ap_fl_pop_mark(struct ap_freelist *fl, uint64_t mark, uint64_t *token);
-/*
  * leased -> free: claim buffer idx leased with generation gen (0: any),
  * then link it in.  0, -EINVAL (out of range), -EALREADY (not leased,
  * or not in that generation: counted) or -EUCLEAN (the head never held
@@ -212,7 +204,7 @@ static inline bool ap_fl_take(struct ap_freelist *fl, uint32_t i, uint64_t seen,
 	return true;
 }
 
-/* A local pool's take, the word marked mark | its next generation (ap_fl_pop_mark). */
+/* A local pool's take, the word marked mark | its next generation (the single lend). */
 static inline bool ap_fl_take_marked(struct ap_freelist *fl, uint32_t i, uint64_t seen,
 				     uint64_t mark, uint32_t *gen)
 {

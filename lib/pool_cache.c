@@ -459,13 +459,9 @@ static __attribute__((noinline)) int cache_release_rest(struct asyncpool *pool, 
 {
 	struct ap_cache *c = ap_tc_last;
 
-	/* Lending without a cache: the owner's own release (pool_owner.h). */
-	if (c->pool == pool && !c->size && idx < pool->fl.count && ap_cache_enter(c)) {
-		if (atomic_load_explicit(&pool->owner_of[idx], memory_order_relaxed) == c->id)
-			return ap_owner_give_back(pool, c, idx, gen);        /* ours */
-		ap_cache_leave(c);
-		return ap_owner_release(pool, c, idx, gen);
-	}
+	/* Lending without a cache: the owner's own release (pool_owner.c). */
+	if (c->pool == pool && !c->size)
+		return ap_owner_release_uncached(pool, c, idx, gen, -EALREADY);
 	return cache_release_slow(pool, idx, gen);
 }
 
@@ -506,6 +502,10 @@ void ap_cache_recycle(void *ctx, uint64_t token)
 			ap_fl_count_bad_release(&pool->fl, 1);
 		return;
 	}
+	if (ap_lends_only(pool, ap_tc_last)) {
+		(void)ap_owner_release_uncached(pool, ap_tc_last, idx, gen, -EALREADY);
+		return;
+	}
 	if (AP_LIKELY(ap_cache_put_lent(pool, idx, gen)))
 		return;
 	(void)ap_cache_release(pool, idx, gen);
@@ -538,6 +538,10 @@ AP_EXPORT void asyncpool_lease_release_gen(struct asyncpool_lease *lease)
 	}
 	/* Each a tail call, with no spill here. */
 	if (AP_LIKELY(fn == (ap_release_fn *)(void (*)(void))ap_cache_recycle)) {
+		if (ap_lends_only(ctx, ap_tc_last)) {
+			(void)ap_owner_release_uncached(ctx, ap_tc_last, idx, gen, -EALREADY);
+			return;
+		}
 		if (AP_LIKELY(ap_cache_put_lent(ctx, idx, gen)))
 			return;
 		(void)ap_cache_release(ctx, idx, gen);

@@ -5,7 +5,7 @@
  * a cache of no entries, which only lends.  An acquire pops one buffer
  * and owns it (CACHED id g, as a refill's buffers are); the owner's
  * release decides it with a load and a store (ap_state_owner_free) and
- * pushes it straight back (ap_owner_give_back(), pool_owner.h); a
+ * pushes it straight back (ap_owner_release_uncached(), pool_owner.c); a
  * release on another thread goes to the owner's inbox in a batch, as in
  * a pool with caches, and the owner pushes what it takes from there as
  * one chain at its next acquire.  So no free buffer
@@ -105,26 +105,28 @@ uint32_t ap_lend_pop(struct asyncpool *pool, struct ap_cache *c, char *idx, char
 
 /*
  * One buffer popped already marked as c's (c entered, of no entries):
- * the word written once, by the pop (ap_fl_pop_mark), then the hints
- * and the lent count.  The refund of a pool with a depot, as
- * ap_pool_pop() does.  Its token in *token (0 on an error).
+ * the word written once, by the pop (ap_fl_pop_loop(), inline: a pool
+ * that lends is local, so it has no step), then the hints and the lent
+ * count.  The refund of a pool with a depot, as ap_pool_pop() does.
+ * Its token in *token (0 on an error).
  */
 static inline __attribute__((always_inline)) int lend_own(struct asyncpool *pool,
 							 struct ap_cache *c, uint64_t *token)
 {
 	const uint64_t mark = ap_owned_word(c->id, 0);
-	int rc = ap_fl_pop_mark(&pool->fl, mark, token);
-	uint64_t t;
+	uint32_t idx, gen;
+	int rc = ap_fl_pop_loop(&pool->fl, 0, mark, &idx, &gen, NULL);
 
 	if (ap_pool_refunded(pool, rc))
-		rc = ap_fl_pop_mark(&pool->fl, mark, token);
-	if (AP_LIKELY(!rc)) {
-		t = *token;
-		ap_own_hints(pool->released, pool->owner_of, c->id, AP_TOKEN_INDEX(t),
-			     AP_TOKEN_GEN(t));
-		ap_cache_add_lent(c, 1);
+		rc = ap_fl_pop_loop(&pool->fl, 0, mark, &idx, &gen, NULL);
+	if (AP_UNLIKELY(rc)) {
+		*token = 0;
+		return rc;
 	}
-	return rc;
+	ap_own_hints(pool->released, pool->owner_of, c->id, idx, gen);
+	ap_cache_add_lent(c, 1);
+	*token = AP_TOKEN_MAKE(gen, idx);
+	return 0;
 }
 
 /* One buffer, lent by the calling thread's cache if it can (else leased): 0 or -errno. */

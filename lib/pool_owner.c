@@ -499,7 +499,8 @@ int ap_owner_release(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, u
 			goto stale;
 	}
 	if (inside && c->id == o && !c->size)
-		return ap_owner_give_back(pool, c, idx, gen); /* ours, without a cache */
+		/* ours, without a cache */
+		return ap_owner_give_back(pool, c, idx, gen) ? ap_fl_push(&pool->fl, idx) : -EALREADY;
 	if (inside && c->id == o) {
 		/* Ours, and the fast path found the cache full. */
 		n = ap_cache_n(c);
@@ -568,4 +569,32 @@ stale:
 		ap_cache_leave(c);
 	ap_fl_count_refused(&pool->fl, idx, gen);
 	return -EALREADY;
+}
+
+int ap_owner_release_uncached(struct asyncpool *pool, struct ap_cache *c, uint32_t idx,
+			      uint32_t gen, int stale)
+{
+	int rc;
+
+	if (AP_UNLIKELY(idx >= pool->fl.count))
+		return -EINVAL;
+	if (AP_LIKELY(ap_cache_enter(c))) {
+		uint32_t o = ap_owner_hint(pool, idx);
+
+		if (AP_LIKELY(o == c->id)) {
+			/* Ours: the push inline (freelist.h). */
+			if (AP_UNLIKELY(!ap_owner_give_back(pool, c, idx, gen)))
+				return stale;
+			return ap_fl_push_loop(&pool->fl, &idx, NULL, 1);
+		}
+		/* Another owner's, the lease after the last it decided: into
+		 * this thread's outbox for it (a hand-off). */
+		if (ap_outbox_gather(pool, c, o, idx, gen)) {
+			ap_cache_leave(c);
+			return 0;
+		}
+		ap_cache_leave(c);
+	}
+	rc = ap_owner_release(pool, c, idx, gen);
+	return rc == -EALREADY ? stale : rc;
 }

@@ -135,27 +135,41 @@ static inline bool ap_owner_free(ap_word *state, _Atomic uint32_t *owner_of, uin
 }
 
 /*
- * The owner's release of a buffer it lent (c entered, of no entries;
- * left here): 0, -EALREADY if the word says otherwise (counted), or the
- * push's error.  Only we write its word and owner_of[]; free and not
- * linked once we leave, so the push comes after (a flusher leaves a
- * free word alone; a corrupt list loses it, counted, as a flush's push
- * does).
+ * The owner's decision of its release of a buffer it lent (c entered,
+ * of no entries; left here): true if the buffer is free now, for the
+ * caller to push; false if the word says otherwise (counted).  Only we
+ * write its word and owner_of[]; free and not linked once we leave, so
+ * the push comes after (a flusher leaves a free word alone; a corrupt
+ * list loses it, counted, as a flush's push does).
  */
-static inline int ap_owner_give_back(struct asyncpool *pool, struct ap_cache *c, uint32_t idx,
-				     uint32_t gen)
+static inline bool ap_owner_give_back(struct asyncpool *pool, struct ap_cache *c, uint32_t idx,
+				      uint32_t gen)
 {
 	bool ok = ap_owner_free(pool->fl.state, pool->owner_of, ap_owned_word(c->id, 0), idx, gen);
 
 	if (AP_LIKELY(ok))
 		ap_cache_add_lent(c, -1);
 	ap_cache_leave(c);
-	if (AP_LIKELY(ok))
-		return ap_fl_push(&pool->fl, idx);
-	ap_fl_count_refused(&pool->fl, idx, gen);
-	return -EALREADY;
+	if (AP_UNLIKELY(!ok))
+		ap_fl_count_refused(&pool->fl, idx, gen);
+	return ok;
 }
 
+/* Whether c, the calling thread's cache, is pool's (not NULL) and of no entries: it only lends. */
+static inline bool ap_lends_only(const struct asyncpool *pool, const struct ap_cache *c)
+{
+	return c->pool == pool && !c->size && pool->fl.lazy;
+}
+
+/*
+ * The release of buffer idx at generation gen by c, the calling thread's
+ * cache of pool, of no entries (ap_lends_only): one function, the push
+ * inline.  0; -EINVAL for an index out of range; stale for a buffer
+ * that no lease of generation gen holds (refused, counted); or the
+ * push's error.
+ */
+int ap_owner_release_uncached(struct asyncpool *pool, struct ap_cache *c, uint32_t idx,
+			      uint32_t gen, int stale);
 /* Owner ids and inboxes of a pool that lends: 0 or -ENOMEM; all freed. */
 int ap_owner_table_init(struct asyncpool *pool);
 void ap_owner_table_free(struct asyncpool *pool);
