@@ -102,6 +102,10 @@ static int bulk_begin(struct asyncpool *pool, const void *out, unsigned int n,
 		return 0;
 	if (pool->cache_size) {
 		*c = ap_cache_of(pool);
+		/* A cache of no entries from before asyncpool_set_cache()
+		 * grows at this thread's next acquire, as asyncpool_acquire()'s. */
+		if (*c && !(*c)->size)
+			*c = ap_cache_get(pool);
 		if (*c && !ap_cache_enter(*c))
 			*c = NULL;              /* a flusher has it (pool_cache.h) */
 		if (*c && !(*c)->size) {

@@ -102,6 +102,27 @@ static void test_options(void)
 	is_int(asyncpool_check(pool), 0, "set_cache: the audit is exact with every lease back");
 	is_int(asyncpool_available(pool), 16, "available counts cached buffers");
 	is_int(asyncpool_destroy(pool), 0, "destroy");
+	/* The same with tokens: the single lend of a pool without caches
+	 * gives way to the cache once the pool has caches. */
+	{
+		uint64_t t1, t2;
+
+		o.cache_size = 0;
+		is_int(asyncpool_create_opts(r, &o, &pool), 0, "tokens: cache_size 0");
+		is_int(asyncpool_acquire_tokens(pool, &t1, 1), 0, "tokens: lent without a cache");
+		is_int(ap_fl_count(&pool->fl), 15, "tokens: one off the freelist");
+		is_int(asyncpool_set_cache(pool, 4), 0, "tokens: set_cache: turn caches on");
+		is_int(asyncpool_acquire_tokens(pool, &t2, 1), 0, "tokens: set_cache: acquire");
+		/* The bulk path's refill: the one missing and a batch (2) more. */
+		is_int(ap_fl_count(&pool->fl), 12, "tokens: set_cache: the acquire refilled this thread's cache");
+		is_int(asyncpool_check(pool), 0, "tokens: set_cache: the audit is exact");
+		is_int(asyncpool_release_token(pool, t2), 0, "tokens: set_cache: release the cached one");
+		is_int(asyncpool_release_token(pool, t1), 0, "tokens: set_cache: release the lent one");
+		is_int(ap_fl_count(&pool->fl), 12, "tokens: set_cache: both in this thread's cache");
+		is_int(asyncpool_check(pool), 0, "tokens: set_cache: the audit is exact with every token back");
+		is_int(asyncpool_available(pool), 16, "tokens: set_cache: all 16 available");
+		is_int(asyncpool_destroy(pool), 0, "tokens: destroy");
+	}
 	is_int(asyncpool_create_opts(r, NULL, &pool), 0, "opts: NULL is the defaults");
 	is_int(asyncpool_destroy(pool), 0, "destroy");
 	is_int(asyncpool_destroy(plain), 0, "destroy");
