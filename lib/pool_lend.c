@@ -45,6 +45,9 @@ struct ap_cache *ap_lend_enter(struct asyncpool *pool)
 static uint32_t lend_from_depot(struct asyncpool *pool, struct ap_cache *c, char *idx, char *gen,
 				size_t stride, uint32_t n)
 {
+	/* Where idx would be if the records' index and generation were a
+	 * token (lease.h): they are, for tokens and for leases. */
+	const char *tok = gen - AP_TOKEN_GEN_AT + AP_TOKEN_IDX_AT;
 	struct ap_depot_slot sl;
 	uint32_t done = 0;
 
@@ -55,11 +58,22 @@ static uint32_t lend_from_depot(struct asyncpool *pool, struct ap_cache *c, char
 		if (sl.owner != c->id)
 			for (uint32_t j = from; j < sl.n; j++)
 				ap_own_buffer(pool, c->id, AP_TOKEN_INDEX(t[j]), AP_TOKEN_GEN(t[j]));
-		for (uint32_t j = from; j < sl.n; j++, idx += stride, gen += stride) {
-			uint32_t i = AP_TOKEN_INDEX(t[j]), g = AP_TOKEN_GEN(t[j]);
+		if (tok == idx && stride == sizeof(*t)) {
+			/* Records that are tokens: the slot's, as they are. */
+			memcpy(idx - AP_TOKEN_IDX_AT, t + from, (size_t)k * sizeof(*t));
+			idx += (size_t)k * stride;
+			gen += (size_t)k * stride;
+		} else if (tok == idx) {
+			/* A lease's index and generation are its token: one store. */
+			for (uint32_t j = from; j < sl.n; j++, idx += stride, gen += stride)
+				memcpy(idx - AP_TOKEN_IDX_AT, &t[j], sizeof(*t));
+		} else {
+			for (uint32_t j = from; j < sl.n; j++, idx += stride, gen += stride) {
+				uint32_t i = AP_TOKEN_INDEX(t[j]), g = AP_TOKEN_GEN(t[j]);
 
-			memcpy(idx, &i, sizeof(i));
-			memcpy(gen, &g, sizeof(g));
+				memcpy(idx, &i, sizeof(i));
+				memcpy(gen, &g, sizeof(g));
+			}
 		}
 		ap_cache_add_lent(c, k);
 		ap_depot_let_go(pool, &sl, from);       /* the rest as they were */

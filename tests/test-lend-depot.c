@@ -257,6 +257,50 @@ static void test_other_owner(void)
 }
 
 /*
+ * A bulk smaller than a slot takes the slot's top: the last put in, in
+ * the order they were stacked, one generation on, and leaves the rest
+ * for the next; tokens and leases alike (a token bulk copies the top
+ * as it is, a lease bulk writes each lease's index and generation).
+ */
+static void test_part_of_slot(void)
+{
+	struct asyncpool *pool = lend_pool();
+	struct asyncpool_lease l[BATCH], m[BATCH];
+	uint64_t t[BATCH], u[BATCH], lt[BATCH], mt[BATCH];
+	const uint32_t k = 8;
+
+	is_int(asyncpool_acquire_tokens(pool, t, BATCH), 0, "part: 32 lent");
+	is_int(asyncpool_release_tokens(pool, t, BATCH), 0, "part: 32 released");
+	is_int((int)ap_depot_count(pool), (int)BATCH, "part: one slot of 32");
+	is_int(asyncpool_acquire_tokens(pool, u, k), 0, "part: a bulk of 8");
+	is_int(matched_next(t + BATCH - k, k, u, k), (int)k, "part: the slot's top 8, one generation on");
+	is_int((int)ap_depot_count(pool), (int)(BATCH - k), "part: 24 left in the slot");
+	is_int(asyncpool_acquire_tokens(pool, u + k, BATCH - k), 0, "part: a bulk of 24");
+	is_int(matched_next(t, BATCH - k, u + k, BATCH - k), (int)(BATCH - k),
+	       "part: the other 24, one generation on");
+	ok(distinct(u, BATCH), "part: none twice");
+	is_int(asyncpool_release_tokens(pool, u, BATCH), 0, "part: released");
+
+	is_int(asyncpool_acquire_bulk(pool, l, BATCH), 0, "part: 32 leases lent");
+	for (uint32_t j = 0; j < BATCH; j++)
+		lt[j] = asyncpool_lease_token(&l[j]);
+	asyncpool_release_bulk(l, BATCH);
+	is_int((int)ap_depot_count(pool), (int)BATCH, "part: the leases in one slot");
+	is_int(asyncpool_acquire_bulk(pool, m, k), 0, "part: a bulk of 8 leases");
+	is_int(asyncpool_acquire_bulk(pool, m + k, BATCH - k), 0, "part: a bulk of 24 leases");
+	for (uint32_t j = 0; j < BATCH; j++)
+		mt[j] = asyncpool_lease_token(&m[j]);
+	is_int(matched_next(lt + BATCH - k, k, mt, k), (int)k, "part: the 8 leases are the top");
+	is_int(matched_next(lt, BATCH - k, mt + k, BATCH - k), (int)(BATCH - k),
+	       "part: the 24 leases are the rest");
+	ok(distinct(mt, BATCH), "part: no lease twice");
+	asyncpool_release_bulk(m, BATCH);
+	is_int(asyncpool_check(pool), 0, "part: the audit agrees");
+	is_int(asyncpool_available(pool), BUFFERS, "part: all back");
+	is_int(asyncpool_destroy(pool), 0, "part: destroy");
+}
+
+/*
  * A release with a stale copy among 32: the slot takes 31, and a bulk
  * acquire takes them and one more from the freelist.
  */
@@ -525,6 +569,7 @@ int main(void)
 	test_round_trip();
 	test_stale();
 	test_other_owner();
+	test_part_of_slot();
 	test_partial();
 	test_wrap();
 	test_single_and_wait();
