@@ -293,8 +293,9 @@ AP_EXPORT int asyncpool_acquire(struct asyncpool *pool, struct asyncpool_lease *
 	/* The calling thread's cache of pool first: no stack frame. */
 	if (AP_LIKELY(c->pool == pool && pool)) {
 		if (AP_LIKELY(pool->fl.lazy)) {
-			/* A pool without caches lends: its single lend. */
-			if (!c->size && !pool->cache_size)
+			/* A pool without caches lends: its single lend (caches,
+			 * once on, stay on: asyncpool_set_cache(3)). */
+			if (!pool->cache_size)
 				return ap_lend_lease(pool, out);
 			if (AP_LIKELY(ap_cache_take(pool, out)))
 				return 0;

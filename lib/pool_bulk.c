@@ -802,8 +802,9 @@ AP_EXPORT int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens,
 	 * with no stack frame. */
 	if (AP_LIKELY(n == 1 && tokens && c->pool == pool && pool)) {
 		if (AP_LIKELY(pool->fl.lazy)) {
-			/* A pool without caches lends: its single lend. */
-			if (!c->size && !pool->cache_size)
+			/* A pool without caches lends: its single lend (caches,
+			 * once on, stay on: asyncpool_set_cache(3)). */
+			if (!pool->cache_size)
 				return ap_lend_token(pool, tokens);
 			if (AP_LIKELY(ap_cache_take_gen(pool, &idx, &gen))) {
 				tokens[0] = AP_TOKEN_MAKE(gen, idx);

@@ -129,10 +129,14 @@ static inline __attribute__((always_inline)) int lend_own(struct asyncpool *pool
 {
 	const uint64_t mark = ap_owned_word(c->id, 0);
 	uint32_t idx, gen;
-	int rc = ap_fl_pop_loop(&pool->fl, 0, mark, &idx, &gen, NULL);
+	int rc;
 
-	if (ap_pool_refunded(pool, rc))
+	/* One copy of the pop loop, a second pass after a refund. */
+	for (bool again = false;; again = true) {
 		rc = ap_fl_pop_loop(&pool->fl, 0, mark, &idx, &gen, NULL);
+		if (AP_LIKELY(!rc) || again || !ap_pool_refunded(pool, rc))
+			break;
+	}
 	if (AP_UNLIKELY(rc)) {
 		*token = 0;
 		return rc;
