@@ -479,6 +479,24 @@ int ap_cache_release(struct asyncpool *pool, uint32_t idx, uint32_t gen)
 }
 
 /*
+ * A lease's release into pool (its generation not 0), for both ways a
+ * lease comes back: a pool without caches' owner in one function, the
+ * common case of a pool with caches (this thread's cache, a leased
+ * buffer, room) with no stack frame, the rest ap_cache_release().
+ */
+static inline __attribute__((always_inline)) void cache_recycle(struct asyncpool *pool,
+								 uint32_t idx, uint32_t gen)
+{
+	if (ap_lends_only(pool, ap_tc_last)) {
+		(void)ap_owner_release_uncached(pool, ap_tc_last, idx, gen, -EALREADY);
+		return;
+	}
+	if (AP_LIKELY(ap_cache_put_lent(pool, idx, gen)))
+		return;
+	(void)ap_cache_release(pool, idx, gen);
+}
+
+/*
  * The release callback of the leases of a pool with caches.  The common
  * case (this thread's cache, a leased buffer, room) needs no stack frame.
  */
@@ -502,13 +520,7 @@ void ap_cache_recycle(void *ctx, uint64_t token)
 			ap_fl_count_bad_release(&pool->fl, 1);
 		return;
 	}
-	if (ap_lends_only(pool, ap_tc_last)) {
-		(void)ap_owner_release_uncached(pool, ap_tc_last, idx, gen, -EALREADY);
-		return;
-	}
-	if (AP_LIKELY(ap_cache_put_lent(pool, idx, gen)))
-		return;
-	(void)ap_cache_release(pool, idx, gen);
+	cache_recycle(pool, idx, gen);
 }
 
 /*
@@ -538,13 +550,7 @@ AP_EXPORT void asyncpool_lease_release_gen(struct asyncpool_lease *lease)
 	}
 	/* Each a tail call, with no spill here. */
 	if (AP_LIKELY(fn == (ap_release_fn *)(void (*)(void))ap_cache_recycle)) {
-		if (ap_lends_only(ctx, ap_tc_last)) {
-			(void)ap_owner_release_uncached(ctx, ap_tc_last, idx, gen, -EALREADY);
-			return;
-		}
-		if (AP_LIKELY(ap_cache_put_lent(ctx, idx, gen)))
-			return;
-		(void)ap_cache_release(ctx, idx, gen);
+		cache_recycle(ctx, idx, gen);
 		return;
 	}
 	if (AP_LIKELY(fn == (ap_release_fn *)(void (*)(void))ap_pool_recycle)) {
