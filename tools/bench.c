@@ -432,6 +432,32 @@ static void body_cas2(struct run *r, unsigned id)
 	sink = atomic_load(&word);
 }
 
+/*
+ * The floor of a shared pool's cached pair (issue 34, item 6): the local
+ * cached lease pair and one uncontended compare-and-swap on a private
+ * word, which a release into a shared cache must do (asyncpool-shared(7)).
+ * The CAS adds the lease's generation, so that it waits for the lease as
+ * the shared release's does.  Compare with default-cached-1t and
+ * shared-cached-1t in the same run.
+ */
+static void body_pool_cas(struct run *r, unsigned id)
+{
+	_Atomic uint64_t word = 0;
+
+	(void)id;
+	for (unsigned long i = 0; i < r->ops; i++) {
+		struct asyncpool_lease l;
+
+		if (asyncpool_acquire(r->pool, &l) == 0) {
+			uint64_t v = atomic_load_explicit(&word, memory_order_relaxed);
+
+			atomic_compare_exchange_strong(&word, &v, v + l.generation);
+			asyncpool_lease_release(&l);
+		}
+	}
+	sink = atomic_load(&word);
+}
+
 /* Each row, then its variant with caches where it names one (below). */
 static const struct bench_case cases[] = {
 	{ "pool", "one thread acquires and releases", body_pool, 1, 0, "pool-cached" },
@@ -491,6 +517,8 @@ static const struct bench_case cases[] = {
 	  BENCH_OWN_POOL | BENCH_SHARED_FD, "shared-cached-1t" },
 	{ "shared-token-1t", "one token at a time on a pool of asyncpool_shared_create()",
 	  body_token, 1, BENCH_OWN_POOL | BENCH_SHARED_FD, "shared-token-cached-1t" },
+	{ "cas-floor-cached-1t", "default-cached-1t and a compare-and-swap on a private word: a shared cached pair's floor",
+	  body_pool_cas, 1, BENCH_OWN_POOL | BENCH_CACHED, NULL },
 	{ "shared-2t", "a pool of asyncpool_shared_create(), 2 threads", body_pool, 2,
 	  BENCH_OWN_POOL | BENCH_SHARED_FD, "shared-cached-2t" },
 	{ "shared-2p", "a pool of asyncpool_shared_create(), 2 processes", NULL, 2,
