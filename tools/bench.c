@@ -297,6 +297,7 @@ BODY_INLINE(body_inline_two_arrays, BENCH_INLINE_TWO_ARRAYS)
 BODY_INLINE(body_inline_bulk32, BENCH_INLINE_BULK32)
 BODY_INLINE(body_inline_bulk32_two_arrays, BENCH_INLINE_BULK32_TWO_ARRAYS)
 BODY_INLINE(body_inline_bare, BENCH_INLINE_BARE)
+BODY_INLINE(body_inline_shared, BENCH_INLINE_SHARED)
 #endif
 
 /* Thread 0 acquires tokens one at a time (asyncpool_acquire_tokens()) and
@@ -485,6 +486,8 @@ static const struct bench_case cases[] = {
 	  body_inline_bulk32, 1, BENCH_CACHED, NULL },
 	{ "inline-bulk32-two-arrays", "inline-bulk32 with layout 2's entries: idx[] and gen[]",
 	  body_inline_bulk32_two_arrays, 1, BENCH_CACHED, NULL },
+	{ "inline-shared-pair", "shared-token-cached-1t's pair rebuilt inline in the tool, every check and the CAS kept",
+	  body_inline_shared, 1, BENCH_OWN_POOL | BENCH_SHARED_FD | BENCH_CACHED, NULL },
 #endif
 	{ "pool-threads", "every thread acquires and releases", body_pool, 0, 0,
 	  "pool-cached-threads" },

@@ -12,6 +12,11 @@
  * did, an index array and a generation array (of their own), where
  * version 3 keeps tokens: what that change saved; inline-bulk32* rebuild
  * the bulk pair of 32 (__asyncpool_take_n(), __asyncpool_put_n()).
+ * inline-shared-pair is what the header does not have: a shared pool's
+ * cached token pair (the library's ap_cache_take_shared() and
+ * ap_cache_put_shared()) rebuilt inline from the word's format in
+ * asyncpool-shared(7), every check and the release's CAS kept: what
+ * inline shared paths would give (issue 34, item 6).
  */
 #include "config.h"
 
@@ -249,6 +254,78 @@ inl_bulk_loop(struct asyncpool *pool, unsigned long ops, const unsigned parts)
 	return acc;
 }
 
+/* A shared pool's word (asyncpool-shared(7), "state"): kind, holder, generation. */
+#define SH_KIND_LEASED (1ull << 62)
+#define SH_KIND_CACHED (2ull << 62)
+#define SH_HOLDER_MASK (0x7full << 55)
+
+/*
+ * The shared cache's token pair, inline.  Take: the top entry's word
+ * must be CACHED by this process at the entry's generation; it becomes
+ * LEASED by a store (this process alone writes a word it cached).
+ * Release: the word must be LEASED, any holder, at the token's
+ * generation; a CAS makes it CACHED by this process at the next one (a
+ * copy released elsewhere at once must lose), and the entry is the
+ * next lease's.  The version compared is the 0 a shared cache
+ * publishes, where an inline path of its own would compare its own.
+ */
+static __attribute__((noinline)) uint64_t inl_shared_loop(struct asyncpool *pool, unsigned long ops)
+{
+	struct asyncpool_inline_cache *c = asyncpool_inline_tc;
+	uint64_t acc = 0, me;
+
+	if (c->abi != 0 || c->pool != pool || c->n == 0)
+		abort();
+	/* This process's holder bits, from the word of a buffer it cached. */
+	me = __atomic_load_n(&c->state[(uint32_t)c->tok[c->n - 1]], __ATOMIC_RELAXED);
+	if ((me & (3ull << 62)) != SH_KIND_CACHED)
+		abort();
+	me &= SH_HOLDER_MASK;
+	for (unsigned long i = 0; i < ops; i++) {
+		uint32_t n, idx, gen;
+		uint64_t t, w;
+
+		/* take */
+		c = asyncpool_inline_tc;
+		if (__builtin_expect(c->abi != 0 || c->pool != pool, 0))
+			abort();
+		n = inl_enter(c, INL_WINDOW);
+		if (__builtin_expect(n == 0, 0))
+			abort();
+		t = c->tok[n - 1];
+		idx = (uint32_t)t;
+		gen = (uint32_t)(t >> 32);
+		if (__builtin_expect(__atomic_load_n(&c->state[idx], __ATOMIC_RELAXED) !=
+					     (SH_KIND_CACHED | me | gen), 0))
+			abort();
+		__atomic_store_n(&c->state[idx], SH_KIND_LEASED | me | gen, __ATOMIC_RELAXED);
+		inl_leave(c, n - 1, INL_WINDOW);
+		__asm__ volatile("" : "+r"(t));         /* the caller's use of the token */
+		acc += (uint32_t)t;
+
+		/* put */
+		c = asyncpool_inline_tc;
+		if (__builtin_expect(c->abi != 0 || c->pool != pool, 0))
+			abort();
+		idx = (uint32_t)t;
+		gen = (uint32_t)(t >> 32);
+		if (__builtin_expect(idx >= c->count || gen - 1u >= 0xfffffffeu, 0))
+			abort();
+		n = inl_enter(c, INL_WINDOW);
+		if (__builtin_expect(n == c->size, 0))
+			abort();
+		w = __atomic_load_n(&c->state[idx], __ATOMIC_RELAXED);
+		if (__builtin_expect((w & ~SH_HOLDER_MASK) != (SH_KIND_LEASED | gen), 0) ||
+		    __builtin_expect(!__atomic_compare_exchange_n(&c->state[idx], &w,
+								  SH_KIND_CACHED | me | (gen + 1), false,
+								  __ATOMIC_RELAXED, __ATOMIC_RELAXED), 0))
+			abort();
+		c->tok[n] = t + ((uint64_t)1 << 32);
+		inl_leave(c, n + 1, INL_WINDOW);
+	}
+	return acc;
+}
+
 /* Each variant a function of its own: one loop's registers do not crowd another's. */
 #define INL_FN(k, loop)                                                              \
 	static __attribute__((noinline)) uint64_t inl_##k(struct asyncpool *pool,   \
@@ -285,6 +362,8 @@ uint64_t bench_inline(enum bench_inline_kind kind, struct asyncpool *pool, unsig
 		if (asyncpool_acquire_tokens(pool, b, 32) || asyncpool_release_tokens(pool, b, 32))
 			abort();
 	}
+	if (kind == BENCH_INLINE_SHARED)
+		return inl_shared_loop(pool, ops);
 	switch (kind) {
 		INL_CASE(BENCH_INLINE_PAIR)
 		INL_CASE(BENCH_INLINE_NO_WINDOW)
@@ -296,6 +375,8 @@ uint64_t bench_inline(enum bench_inline_kind kind, struct asyncpool *pool, unsig
 		INL_CASE(BENCH_INLINE_TWO_ARRAYS)
 		INL_CASE(BENCH_INLINE_BULK32)
 		INL_CASE(BENCH_INLINE_BULK32_TWO_ARRAYS)
+	case BENCH_INLINE_SHARED:
+		break;
 	}
 	abort();
 }
