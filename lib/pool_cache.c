@@ -89,23 +89,32 @@ static uint32_t inline_abi(void)
 
 /*
  * Cache c of pool (the lock held, c->pool set): the pool's fields that
- * the inline paths read, and the version that lets them: only a pool
- * that lends (a local pool with membarrier(2)), whose owner's release
- * is a load and a store, and a cache with entries and an owner id.
- * Every other cache (a shared pool's, a cache of no entries that only
- * lends) publishes 0: the inline code calls the library at once.
+ * the inline paths read, and the version that lets them.  A cache with
+ * entries of a pool that lends (a local pool with membarrier(2)), whose
+ * owner's release is a load and a store, and which has an owner id,
+ * publishes ASYNCPOOL_INLINE_ABI; one of a pool that does not lend (a
+ * shared pool's; a local pool's without membarrier(2)), whose release
+ * is a CAS, ASYNCPOOL_INLINE_ABI_SHARED (since 1.7).  A cache of no
+ * entries (it only lends) publishes 0: the inline code calls the
+ * library at once.
  */
 static void cache_publish(struct ap_cache *c, struct asyncpool *pool)
 {
 	c->count = pool->fl.count;
-	c->owned = ap_owned_word(c->id, 0);
+	/* The word of a buffer this cache holds, at generation 0: a pool
+	 * that lends owns it by cache id, another caches it by holder. */
+	c->owned = pool->fl.lazy ? ap_owned_word(c->id, 0) : AP_W_MAKE(AP_K_CACHED, pool->fl.me, 0);
 	c->state = pool->fl.state;
 	c->owner_of = pool->owner_of;
 	c->released = pool->released;
 	c->recycle = (ap_release_fn *)(void (*)(void))ap_cache_recycle;
 	c->region = pool->region;
 	c->buffer_size = pool->buffer_size;
-	__atomic_store_n(&c->abi, pool->fl.lazy && c->size && c->id ? inline_abi() : 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->abi,
+			 !c->size ? 0 :
+			 pool->fl.lazy ? (c->id ? inline_abi() : 0) :
+			 inline_abi() | 0x80000000u,    /* ASYNCPOOL_INLINE_ABI_SHARED */
+			 __ATOMIC_RELAXED);
 }
 
 AP_EXPORT const struct asyncpool_inline_cache *asyncpool_inline_cache(void)

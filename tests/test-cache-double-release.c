@@ -28,7 +28,10 @@
  * two must win, the other be refused (-ESTALE) and counted, and the pool
  * stay whole; a claim made of a check and a plain store lets both win
  * (tests/mutants/shared-put-plain-store, cache-release-plain-store,
- * release-claim-plain-store).
+ * release-claim-plain-store).  The rounds above release through the
+ * header, whose inline release of a shared pool's lease makes the CAS
+ * itself since 1.7 (tests/mutants/inline-shared-put-plain-store); the
+ * stalled release here calls the library.
  */
 #include "config.h"
 
@@ -138,9 +141,15 @@ static void *pair_worker(void *arg)
 	atomic_fetch_add(&pr->warm, 1);
 	pthread_barrier_wait(&pr->go);
 	if (me == 0) {
+		/* The library's release, where the stall is: the header's
+		 * inline release of a shared pool's token (since 1.7) would
+		 * make its CAS without it.  A GNU inline function's address
+		 * is the exported one. */
+		int (*volatile release_one)(struct asyncpool *, uint64_t) = asyncpool_release_token;
+
 		stall_me = true;
 		pr->rc[0] = pr->bulk ? asyncpool_release_tokens(pr->pool, &pr->token, 1)
-				     : asyncpool_release_token(pr->pool, pr->token);
+				     : release_one(pr->pool, pr->token);
 	} else {
 		while (!atomic_load(&pr->stalled))
 			sched_yield();

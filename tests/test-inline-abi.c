@@ -20,15 +20,18 @@
  *
  * Each way the results are the same and exact: tokens and leases of
  * the pool, a stale token and a stale copy of a lease refused and
- * counted, the pool full and sound.  The caches the inline code must
- * leave to the library publish no version: a shared pool's (its
- * releases are CASes, for the crash guarantees), a pool's without
- * caches (it lends through caches of no entries), a destroyed pool's.
+ * counted, the pool full and sound.  A shared pool's cache (since 1.7)
+ * publishes a version of its own, ASYNCPOOL_INLINE_ABI_SHARED: its
+ * single pairs go inline, the release a CAS; its bulks are the
+ * library's.  The caches the inline code must leave to the library
+ * publish no version: a pool's without caches (it lends through caches
+ * of no entries), a destroyed pool's.
  */
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <asyncpool.h>
 #include "tap.h"
@@ -58,7 +61,11 @@ extern _Atomic uint64_t ap_test_exported_calls;
 /* The calls of the stale cases: a token pair, two stale releases, a lease and two releases. */
 #define STALE_CALLS 7
 
-static void rounds(struct asyncpool *pool, const char *what, int inline_expected)
+/*
+ * inline_expected: the single pairs go inline (and, for a local pool's
+ * cache, the bulks; a shared pool's bulks are the library's: bulk_exported).
+ */
+static void rounds(struct asyncpool *pool, const char *what, int inline_expected, int bulk_exported)
 {
 	const struct asyncpool_inline_cache *c;
 	struct asyncpool_lease l, copy;
@@ -93,7 +100,10 @@ static void rounds(struct asyncpool *pool, const char *what, int inline_expected
 	is_int(wrong, 0, "%s: every acquire and release right", what);
 	is_int(inside, 0, "%s: the owner left its cache after every call", what);
 	is_int(moved, 0, "%s: every round gave back to the cache what it took (%u entries)", what, n);
-	if (inline_expected)
+	if (inline_expected && bulk_exported)
+		is_int(ap_test_exported_calls - before, ROUNDS * 2, "%s: no exported call but the bulks",
+		       what);
+	else if (inline_expected)
 		is_int(ap_test_exported_calls - before, 0, "%s: no exported call", what);
 	else
 		is_int(ap_test_exported_calls - before, ROUNDS * CALLS_PER_ROUND,
@@ -121,6 +131,8 @@ static void rounds(struct asyncpool *pool, const char *what, int inline_expected
 	/* Bad input: -EINVAL, nothing counted. */
 	is_int(asyncpool_release_token(pool, (uint64_t)1 << 32 | N), -EINVAL,
 	       "%s: an index out of range is refused", what);
+	is_int(asyncpool_release_token(pool, (uint64_t)1 << 32 | 0xffffffffu), -EINVAL,
+	       "%s: the last index of all is refused, and not read", what);
 	is_int(asyncpool_release_token(pool, 3), -EINVAL, "%s: generation 0 is refused", what);
 	is_int(bad_releases(pool), 3, "%s: neither counted", what);
 	is_int(asyncpool_available(pool), N, "%s: the pool is full", what);
@@ -162,6 +174,75 @@ static void window(struct asyncpool *pool, const char *what)
 	is_int(asyncpool_check(pool), 0, "%s, the cache taken: check", what);
 }
 
+/*
+ * A shared pool's words, in memory the test shares with it (mem), as
+ * another process or the generation's wrap leaves them, under the
+ * inline shared paths (asyncpool-shared(7): state[] at offset 256).
+ */
+static void shared_words(struct asyncpool *pool, void *mem, const char *what)
+{
+	_Atomic uint64_t *state = (_Atomic uint64_t *)((char *)mem + 256);
+	const struct asyncpool_inline_cache *c;
+	struct asyncpool_stats st;
+	uint64_t t, u, w, corrupt, tb[4], holder;
+	uint32_t idx;
+
+	/* The thread's cache of pool, made and filled by the library. */
+	if (asyncpool_acquire_tokens(pool, &t, 1) || asyncpool_release_token(pool, t) ||
+	    (c = asyncpool_inline_cache())->pool != pool || c->n == 0)
+		bail_out("%s: the thread's cache", what);
+	/* This process's holder, as the library writes it (a bulk is the
+	 * library's), and the word an inline release leaves: CACHED by it. */
+	if (asyncpool_acquire_tokens(pool, tb, 4))
+		bail_out("%s: a bulk", what);
+	holder = atomic_load(&state[(uint32_t)tb[0]]) & ((uint64_t)0x7f << 55);
+	if (asyncpool_release_tokens(pool, tb, 4) || asyncpool_acquire_tokens(pool, &t, 1) ||
+	    asyncpool_release_token(pool, t))
+		bail_out("%s: a pair", what);
+	ok(atomic_load(&state[(uint32_t)t]) ==
+			     (((uint64_t)2 << 62) | holder | ((t >> 32) + 1)),
+	   "%s: a released buffer's word is CACHED by this process at the next generation "
+	   "(%#llx; holder %#llx, token %#llx)", what, (unsigned long long)atomic_load(&state[(uint32_t)t]),
+	   (unsigned long long)holder, (unsigned long long)t);
+	/* The top entry's word made LEASED by a holder no one is, as a peer
+	 * that wrote it would: the take leaves the buffer to the library,
+	 * which drops it from the cache and counts a corruption. */
+	idx = (uint32_t)c->tok[c->n - 1];
+	w = atomic_load(&state[idx]);
+	atomic_store(&state[idx], ((uint64_t)1 << 62) | ((uint64_t)0x7f << 55) | (uint32_t)w);
+	memset(&st, 0, sizeof(st));
+	st.size = sizeof(st);
+	asyncpool_stats(pool, &st);
+	corrupt = st.corruptions;
+	is_int(asyncpool_acquire_tokens(pool, &u, 1), 0, "%s, a cached word rewritten: a token", what);
+	ok((uint32_t)u != idx, "%s, a cached word rewritten: not that buffer", what);
+	asyncpool_stats(pool, &st);
+	is_int(st.corruptions - corrupt, 1, "%s, a cached word rewritten: counted", what);
+	/* Back: LEASED at its generation, released by its token. */
+	atomic_store(&state[idx], ((uint64_t)1 << 62) | (uint32_t)w);
+	is_int(asyncpool_release_token(pool, (uint64_t)(uint32_t)w << 32 | idx), 0,
+	       "%s, a cached word rewritten: the buffer released again", what);
+	is_int(asyncpool_release_token(pool, u), 0, "%s, a cached word rewritten: the other released",
+	       what);
+
+	/* A lease of the last generation before the wrap: its release is
+	 * the library's (the inline code's gen + 1 would be 0), and the
+	 * buffer's next lease, from the cache's top, is of generation 1. */
+	if (asyncpool_acquire_tokens(pool, &t, 1))
+		bail_out("%s: a token", what);
+	idx = (uint32_t)t;
+	w = atomic_load(&state[idx]);
+	atomic_store(&state[idx], (w & ~(uint64_t)0xffffffffu) | 0xffffffffu);
+	is_int(asyncpool_release_token(pool, (uint64_t)0xffffffffu << 32 | idx), 0,
+	       "%s: a token of generation 0xffffffff released", what);
+	is_int(asyncpool_acquire_tokens(pool, &t, 1), 0, "%s, after the wrap: a token", what);
+	ok((uint32_t)t == idx && t >> 32 == 1,
+	   "%s, after the wrap: the same buffer at generation 1 (%#llx)", what, (unsigned long long)t);
+	is_int(asyncpool_release_token(pool, t), 0, "%s, after the wrap: released", what);
+	is_int(asyncpool_available(pool), N, "%s: the pool is full", what);
+	is_int(asyncpool_check(pool), 0, "%s: check", what);
+}
+
 /* Pool has a cache of this thread that publishes no version: every call exported. */
 static void left_to_the_library(struct asyncpool *pool, const char *what)
 {
@@ -188,13 +269,13 @@ int main(void)
 	size_t size;
 	void *mem;
 
-	plan(2 * 14 + 6 + 3 + 2 * 4 + 1);
+	plan(4 * 15 + 2 * 6 + 2 * 12 + 5 + 4 + 1);
 	if (asyncpool_proactor_create_memory(&p))
 		bail_out("proactor");
 
 	pool = make_pool(p, 64, N, CACHE);
 	rounds(pool, BUILT_INLINE ? "this header's layout" :
-		     "a layout the library does not publish", BUILT_INLINE);
+		     "a layout the library does not publish", BUILT_INLINE, 0);
 	window(pool, BUILT_INLINE ? "this header's layout" : "a layout the library does not publish");
 	is_int(asyncpool_inline_cache()->abi, ASYNCPOOL_INLINE_ABI,
 	       "the library publishes layout version %u", ASYNCPOOL_INLINE_ABI);
@@ -204,7 +285,7 @@ int main(void)
 	/* A library that publishes another version: the exported calls. */
 	ap_test_hook_inline_abi = ASYNCPOOL_INLINE_ABI + 1;
 	pool = make_pool(p, 64, N, CACHE);
-	rounds(pool, "the library publishes another version", 0);
+	rounds(pool, "the library publishes another version", 0, 0);
 	is_int(asyncpool_inline_cache()->abi, ASYNCPOOL_INLINE_ABI + 1,
 	       "the library publishes version %u", ASYNCPOOL_INLINE_ABI + 1);
 	asyncpool_destroy(pool);
@@ -215,17 +296,63 @@ int main(void)
 	left_to_the_library(pool, "a pool without caches");
 	asyncpool_destroy(pool);
 
+	/*
+	 * A shared pool's cache (since 1.7): its own version, the single
+	 * pairs inline with the release's CAS; then a library that
+	 * publishes another version of it: the exported calls.
+	 */
 	r = make_region(p, 64, N, ASYNCPOOL_ACCESS_READ);
 	if (asyncpool_shared_storage_size(N, &size))
 		bail_out("storage_size");
 	mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (mem == MAP_FAILED || asyncpool_create_shared(mem, size, r, &pool) ||
-	    asyncpool_set_cache(pool, CACHE))
-		bail_out("a shared pool with caches");
-	left_to_the_library(pool, "a shared pool with caches");
-	asyncpool_destroy(pool);
+	if (mem == MAP_FAILED)
+		bail_out("mmap");
+	for (int other = 0; other < 2; other++) {
+		ap_test_hook_inline_abi = other ? ASYNCPOOL_INLINE_ABI + 1 : 0;
+		memset(mem, 0, size);
+		if (asyncpool_create_shared(mem, size, r, &pool) || asyncpool_set_cache(pool, CACHE))
+			bail_out("a shared pool with caches");
+		if (!other) {
+			rounds(pool, BUILT_INLINE ? "a shared pool's cache, this header's layout" :
+				     "a shared pool's cache, a layout the library does not publish",
+			       BUILT_INLINE, 1);
+			window(pool, "a shared pool's cache");
+			shared_words(pool, mem, "a shared pool's cache");
+			is_int(asyncpool_inline_cache()->abi, ASYNCPOOL_INLINE_ABI_SHARED,
+			       "a shared pool's cache publishes version %#x", ASYNCPOOL_INLINE_ABI_SHARED);
+		} else {
+			rounds(pool, "a shared pool's cache, the library publishes another version", 0, 0);
+			is_int(asyncpool_inline_cache()->abi, (ASYNCPOOL_INLINE_ABI + 1) | 0x80000000u,
+			       "a shared pool's cache publishes version %#x",
+			       (ASYNCPOOL_INLINE_ABI + 1) | 0x80000000u);
+		}
+		asyncpool_destroy(pool);
+	}
+	ap_test_hook_inline_abi = 0;
 	munmap(mem, size);
 	asyncpool_region_unref(r);
+
+	/* An attached pool (a memfd): its words name this process's holder. */
+	{
+		struct asyncpool_shared_options so;
+		struct asyncpool_shared *sp;
+		struct stat sb;
+
+		memset(&so, 0, sizeof(so));
+		so.size = sizeof(so);
+		so.buffer_size = 64;
+		so.buffer_count = N;
+		if (asyncpool_shared_create(&so, &sp) || fstat(asyncpool_shared_fd(sp), &sb))
+			bail_out("an attached shared pool");
+		mem = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+			   asyncpool_shared_fd(sp), 0);
+		pool = asyncpool_shared_pool(sp);
+		if (mem == MAP_FAILED || asyncpool_set_cache(pool, CACHE))
+			bail_out("an attached shared pool's cache");
+		shared_words(pool, mem, "an attached shared pool's cache");
+		munmap(mem, (size_t)sb.st_size);
+		asyncpool_shared_close(sp);
+	}
 
 	is_int(asyncpool_proactor_destroy(p), 0, "proactor destroy");
 	return done_testing();

@@ -12,11 +12,11 @@
  * did, an index array and a generation array (of their own), where
  * version 3 keeps tokens: what that change saved; inline-bulk32* rebuild
  * the bulk pair of 32 (__asyncpool_take_n(), __asyncpool_put_n()).
- * inline-shared-pair is what the header does not have: a shared pool's
- * cached token pair (the library's ap_cache_take_shared() and
- * ap_cache_put_shared()) rebuilt inline from the word's format in
- * asyncpool-shared(7), every check and the release's CAS kept: what
- * inline shared paths would give (issue 34, item 6).
+ * inline-shared-pair rebuilds a shared pool's cached token pair (the
+ * library's ap_cache_take_shared() and ap_cache_put_shared()) from the
+ * word's format in asyncpool-shared(7), every check and the release's
+ * CAS kept: built to measure what inline shared paths would give
+ * (issue 34, item 6) before the header had them.
  */
 #include "config.h"
 
@@ -266,15 +266,16 @@ inl_bulk_loop(struct asyncpool *pool, unsigned long ops, const unsigned parts)
  * Release: the word must be LEASED, any holder, at the token's
  * generation; a CAS makes it CACHED by this process at the next one (a
  * copy released elsewhere at once must lose), and the entry is the
- * next lease's.  The version compared is the 0 a shared cache
- * publishes, where an inline path of its own would compare its own.
+ * next lease's.  The header's __asyncpool_take_shared() and
+ * __asyncpool_put_shared() (since 1.7) are this pair; the rebuild keeps
+ * the token in a register, as inline-pair does.
  */
 static __attribute__((noinline)) uint64_t inl_shared_loop(struct asyncpool *pool, unsigned long ops)
 {
 	struct asyncpool_inline_cache *c = asyncpool_inline_tc;
 	uint64_t acc = 0, me;
 
-	if (c->abi != 0 || c->pool != pool || c->n == 0)
+	if (c->abi != ASYNCPOOL_INLINE_ABI_SHARED || c->pool != pool || c->n == 0)
 		abort();
 	/* This process's holder bits, from the word of a buffer it cached. */
 	me = __atomic_load_n(&c->state[(uint32_t)c->tok[c->n - 1]], __ATOMIC_RELAXED);
@@ -287,7 +288,7 @@ static __attribute__((noinline)) uint64_t inl_shared_loop(struct asyncpool *pool
 
 		/* take */
 		c = asyncpool_inline_tc;
-		if (__builtin_expect(c->abi != 0 || c->pool != pool, 0))
+		if (__builtin_expect(c->abi != ASYNCPOOL_INLINE_ABI_SHARED || c->pool != pool, 0))
 			abort();
 		n = inl_enter(c, INL_WINDOW);
 		if (__builtin_expect(n == 0, 0))
@@ -305,7 +306,7 @@ static __attribute__((noinline)) uint64_t inl_shared_loop(struct asyncpool *pool
 
 		/* put */
 		c = asyncpool_inline_tc;
-		if (__builtin_expect(c->abi != 0 || c->pool != pool, 0))
+		if (__builtin_expect(c->abi != ASYNCPOOL_INLINE_ABI_SHARED || c->pool != pool, 0))
 			abort();
 		idx = (uint32_t)t;
 		gen = (uint32_t)(t >> 32);

@@ -53,6 +53,23 @@ struct asyncpool_region;
 #endif
 
 /*
+ * The version a cache of a pool whose releases compare-and-swap the
+ * buffer's word publishes (a shared pool's, since 1.7): this layout,
+ * with state[] the words of asyncpool-shared(7) and owned the word of a
+ * buffer this process cached, at generation 0; owner_of[], released[]
+ * and id unused.  Bit 31 tells it from a local cache's version.
+ */
+#define ASYNCPOOL_INLINE_ABI_SHARED (ASYNCPOOL_INLINE_ABI | 0x80000000u)
+#define __ASYNCPOOL_SHARED_EXPECTED (ASYNCPOOL_INLINE_ABI_EXPECTED | 0x80000000u)
+
+/*
+ * A shared pool's word (asyncpool-shared(7), "state"): kind in bits
+ * 62-63 (1 LEASED, 2 CACHED), holder in bits 55-61, generation in 0-31.
+ */
+#define __ASYNCPOOL_W_LEASED ((uint64_t)1 << 62)
+#define __ASYNCPOOL_W_HOLDER ((uint64_t)0x7f << 55)
+
+/*
  * A thread's cache of one pool, layout version 3: 128 bytes, its first
  * cache line read by every fast path, its second by the releases and
  * the lease.  Written by the owning thread, except busy and bypass (the
@@ -76,7 +93,7 @@ struct asyncpool_inline_cache {
 	uint32_t          busy;        /* 1 while the owner is inside; n and busy: one word */
 	uint64_t         *tok;         /* tok[j]: generation of its next lease << 32 | buffer index */
 	uint64_t          reserved1;
-	uint64_t          owned;       /* the state word of a buffer it owns, at generation 0 */
+	uint64_t          owned;       /* the state word of a buffer it owns (shared: caches), at generation 0 */
 	uint32_t          id;          /* its owner id, as owner_of[] names it */
 	uint32_t          reserved0;
 	uint64_t         *state;       /* the pool's state words: generation in bits 0-31 */
@@ -129,6 +146,20 @@ __asyncpool_cache_of(const struct asyncpool *pool)
 	 * is this header's.  A cache of no pool, or of a destroyed one,
 	 * publishes no version. */
 	if (__asyncpool_likely(c->abi == ASYNCPOOL_INLINE_ABI_EXPECTED && c->pool == pool))
+		return c;
+	return NULL;
+}
+
+/* The same for a shared pool's cache (ASYNCPOOL_INLINE_ABI_SHARED). */
+ASYNCPOOL_GNU_INLINE struct asyncpool_inline_cache *
+__asyncpool_shared_cache_of(const struct asyncpool *pool)
+{
+	struct asyncpool_inline_cache *c = asyncpool_inline_tc;
+
+	/* The version loaded again (an atomic load is not merged with the
+	 * local check's): the local fast path then compares it in memory. */
+	if (__asyncpool_likely(__atomic_load_n(&c->abi, __ATOMIC_RELAXED) == __ASYNCPOOL_SHARED_EXPECTED &&
+			       c->pool == pool))
 		return c;
 	return NULL;
 }
@@ -235,6 +266,74 @@ __asyncpool_put(struct asyncpool_inline_cache *c, uint64_t token)
 	}
 	__atomic_store_n(&c->state[idx], w + 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->released[idx], gen, __ATOMIC_RELAXED);
+	c->tok[n] = token + ((uint64_t)1 << 32);        /* the next lease's entry */
+	__asyncpool_leave_n(c, n + 1);
+	return 1;
+}
+
+/*
+ * A shared pool's cache: lease its top buffer, 1 with its token in *t,
+ * or 0 (the cache taken or empty, or the buffer's word not the one this
+ * process cached: the exported call drops it and counts a corruption).
+ * This process alone writes a word it cached: a load, a compare and a
+ * store make it LEASED, by the same holder, at the same generation.
+ */
+ASYNCPOOL_GNU_INLINE int
+__asyncpool_take_shared(struct asyncpool_inline_cache *c, uint64_t *t)
+{
+	uint32_t n;
+
+	if (__asyncpool_likely(__asyncpool_enter(c))) {
+		n = __atomic_load_n(&c->n, __ATOMIC_RELAXED);
+		if (__asyncpool_likely(n != 0)) {
+			const uint64_t token = c->tok[n - 1];
+			const uint32_t idx = (uint32_t)token;
+			const uint64_t w = c->owned | (token >> 32);    /* CACHED by us, at the entry's generation */
+
+			if (__asyncpool_likely(__atomic_load_n(&c->state[idx], __ATOMIC_RELAXED) == w)) {
+				/* CACHED (2) -> LEASED (1): the kind alone changes. */
+				__atomic_store_n(&c->state[idx], w - __ASYNCPOOL_W_LEASED, __ATOMIC_RELAXED);
+				*t = token;
+				__asyncpool_leave_n(c, n - 1);
+				return 1;
+			}
+		}
+		__asyncpool_leave(c);
+	}
+	return 0;
+}
+
+/*
+ * A shared pool's cache: the release of a token (generation gen << 32 |
+ * buffer idx) into it, 1, or 0 for anything else (an index out of
+ * range, generation 0 or the last before the wrap, a full or taken
+ * cache, a word that is not LEASED at gen, a CAS lost to another
+ * copy's release), which the exported call decides and counts.  Any
+ * process may release a lease, so the word moves by compare-and-swap,
+ * LEASED (any holder) at gen -> CACHED by us at gen + 1: of two copies
+ * released at once, in one process or two, one loses
+ * (asyncpool-shared(7)).
+ */
+ASYNCPOOL_GNU_INLINE int
+__asyncpool_put_shared(struct asyncpool_inline_cache *c, uint64_t token)
+{
+	const uint32_t idx = (uint32_t)token, gen = (uint32_t)(token >> 32);
+	uint64_t w;
+	uint32_t n;
+
+	if (__asyncpool_unlikely(idx >= c->count || gen - 1u >= 0xfffffffeu))
+		return 0;
+	if (__asyncpool_unlikely(!__asyncpool_enter(c)))
+		return 0;
+	n = __atomic_load_n(&c->n, __ATOMIC_RELAXED);
+	w = __atomic_load_n(&c->state[idx], __ATOMIC_RELAXED);
+	if (__asyncpool_unlikely(n == c->size ||
+				 (w & ~__ASYNCPOOL_W_HOLDER) != (__ASYNCPOOL_W_LEASED | gen) ||
+				 !__atomic_compare_exchange_n(&c->state[idx], &w, c->owned | (gen + 1u), 0,
+							      __ATOMIC_RELAXED, __ATOMIC_RELAXED))) {
+		__asyncpool_leave(c);
+		return 0;
+	}
 	c->tok[n] = token + ((uint64_t)1 << 32);        /* the next lease's entry */
 	__asyncpool_leave_n(c, n + 1);
 	return 1;

@@ -165,6 +165,11 @@ ASYNCPOOL_GNU_INLINE int asyncpool_acquire(struct asyncpool *pool, struct asyncp
 		__asyncpool_lease(c, t, out);
 		return 0;
 	}
+	c = __asyncpool_shared_cache_of(pool);
+	if (c && out && __asyncpool_take_shared(c, &t)) {
+		__asyncpool_lease(c, t, out);
+		return 0;
+	}
 	return __asyncpool_acquire_call(pool, out);
 }
 
@@ -180,6 +185,9 @@ ASYNCPOOL_GNU_INLINE int asyncpool_acquire_tokens(struct asyncpool *pool, uint64
 		} else if (n && __asyncpool_take_n(c, tokens, n)) {
 			return 0;
 		}
+	} else if (n == 1 && tokens && (c = __asyncpool_shared_cache_of(pool)) &&
+		   __asyncpool_take_shared(c, tokens)) {
+		return 0;
 	}
 	return __asyncpool_acquire_tokens_call(pool, tokens, n);
 }
@@ -189,6 +197,8 @@ ASYNCPOOL_GNU_INLINE int asyncpool_release_token(struct asyncpool *pool, uint64_
 	struct asyncpool_inline_cache *c = __asyncpool_cache_of(pool);
 
 	if (__asyncpool_likely(c && __asyncpool_put(c, token)))
+		return 0;
+	if (!c && (c = __asyncpool_shared_cache_of(pool)) && __asyncpool_put_shared(c, token))
 		return 0;
 	return __asyncpool_release_token_call(pool, token);
 }

@@ -121,6 +121,13 @@ static inline void asyncpool_lease_release(struct asyncpool_lease *lease)
 			lease->release.fn = NULL;
 			return;
 		}
+		/* A shared pool's cache: the release's CAS, inline too. */
+		if (__atomic_load_n(&c->abi, __ATOMIC_RELAXED) == __ASYNCPOOL_SHARED_EXPECTED &&
+		    lease->release.fn == c->recycle &&
+		    lease->release.ctx == (void *)c->pool && __asyncpool_put_shared(c, t)) {
+			lease->release.fn = NULL;
+			return;
+		}
 #endif
 		asyncpool_lease_release_gen(lease);
 		return;
