@@ -450,9 +450,12 @@ static void body_pool_cas(struct run *r, unsigned id)
 		struct asyncpool_lease l;
 
 		if (asyncpool_acquire(r->pool, &l) == 0) {
-			uint64_t v = atomic_load_explicit(&word, memory_order_relaxed);
+			uint64_t v = atomic_load_explicit(&word, memory_order_relaxed), t;
 
-			atomic_compare_exchange_strong(&word, &v, v + l.generation);
+			/* The lease's token as one load (HACKING.md: a 4-byte
+			 * load of the generation is not forwarded). */
+			memcpy(&t, &l.buffer_index, sizeof(t));
+			atomic_compare_exchange_strong(&word, &v, v + (t >> 32));
 			asyncpool_lease_release(&l);
 		}
 	}
