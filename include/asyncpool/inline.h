@@ -210,6 +210,23 @@ __asyncpool_leave_n(struct asyncpool_inline_cache *c, uint32_t n)
 }
 
 /*
+ * A single release's first steps, either cache's: an index in range and
+ * a generation (not 0, nor the last before the wrap, whose next is the
+ * library's to skip), then inside the window, with the count in *n.
+ * 0: the exported call's case.
+ */
+ASYNCPOOL_GNU_INLINE int
+__asyncpool_put_enter(struct asyncpool_inline_cache *c, uint32_t idx, uint32_t gen, uint32_t *n)
+{
+	if (__asyncpool_unlikely(idx >= c->count || gen - 1u >= 0xfffffffeu))
+		return 0;
+	if (__asyncpool_unlikely(!__asyncpool_enter(c)))
+		return 0;
+	*n = __atomic_load_n(&c->n, __ATOMIC_RELAXED);
+	return 1;
+}
+
+/*
  * Lend the cache's top buffer: 1 with its token (generation << 32 |
  * index) in *t, or 0 if the cache is taken or empty.  The buffer's word
  * is not written (it stays the cache's, at the lease's generation), and
@@ -252,11 +269,8 @@ __asyncpool_put(struct asyncpool_inline_cache *c, uint64_t token)
 	uint64_t w;
 	uint32_t n;
 
-	if (__asyncpool_unlikely(idx >= c->count || gen - 1u >= 0xfffffffeu))
+	if (__asyncpool_unlikely(!__asyncpool_put_enter(c, idx, gen, &n)))
 		return 0;
-	if (__asyncpool_unlikely(!__asyncpool_enter(c)))
-		return 0;
-	n = __atomic_load_n(&c->n, __ATOMIC_RELAXED);
 	w = c->owned | gen;
 	if (__asyncpool_unlikely(n == c->size ||
 				 __atomic_load_n(&c->owner_of[idx], __ATOMIC_RELAXED) != c->id ||
@@ -321,11 +335,8 @@ __asyncpool_put_shared(struct asyncpool_inline_cache *c, uint64_t token)
 	uint64_t w;
 	uint32_t n;
 
-	if (__asyncpool_unlikely(idx >= c->count || gen - 1u >= 0xfffffffeu))
+	if (__asyncpool_unlikely(!__asyncpool_put_enter(c, idx, gen, &n)))
 		return 0;
-	if (__asyncpool_unlikely(!__asyncpool_enter(c)))
-		return 0;
-	n = __atomic_load_n(&c->n, __ATOMIC_RELAXED);
 	w = __atomic_load_n(&c->state[idx], __ATOMIC_RELAXED);
 	if (__asyncpool_unlikely(n == c->size ||
 				 (w & ~__ASYNCPOOL_W_HOLDER) != (__ASYNCPOOL_W_LEASED | gen) ||
