@@ -182,6 +182,9 @@ run_test() {
 	done
 	wait "$pid" 2> /dev/null       # (not "Segmentation fault" here: rc says it)
 	rc=$?
+	# A test that survived SIGTERM (a handler that waits for a spinning
+	# thread) must not run on: one did for 20 minutes, at 120% CPU.
+	kill -KILL -- "-$pid" 2> /dev/null
 	rm -f /dev/shm/"$prefix"* 2> /dev/null
 	[ -n "$reported" ] && return 0
 	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
