@@ -71,6 +71,17 @@ _Static_assert(offsetof(struct asyncpool_inline_cache, n) % 8 == 0 &&
 		       offsetof(struct asyncpool_inline_cache, n) + 4,
 	       "layout version 3: n and busy are one aligned 8-byte word, n first");
 
+/*
+ * A shared pool's cache: the header's copy of the word's format
+ * (inline.h) is pool_layout.h's, and CACHED - LEASED is the kind step
+ * its take subtracts.  The version's bit that tells a shared cache.
+ */
+_Static_assert(__ASYNCPOOL_W_LEASED == AP_W_MAKE(AP_K_LEASED, 0, 0) &&
+		       AP_W_MAKE(AP_K_CACHED, 0, 0) - __ASYNCPOOL_W_LEASED == __ASYNCPOOL_W_LEASED &&
+		       __ASYNCPOOL_W_HOLDER == AP_W_MAKE(0, AP_HOLDER_MASK, 0),
+	       "inline.h's shared word is pool_layout.h's");
+#define AP_INLINE_SHARED_BIT (ASYNCPOOL_INLINE_ABI_SHARED ^ ASYNCPOOL_INLINE_ABI)
+
 #ifdef ASYNCPOOL_TEST_HOOKS
 /* A layout version to publish instead of ASYNCPOOL_INLINE_ABI (0: that one). */
 uint32_t ap_test_hook_inline_abi;
@@ -113,7 +124,7 @@ static void cache_publish(struct ap_cache *c, struct asyncpool *pool)
 	__atomic_store_n(&c->abi,
 			 !c->size ? 0 :
 			 pool->fl.lazy ? (c->id ? inline_abi() : 0) :
-			 inline_abi() | 0x80000000u,    /* ASYNCPOOL_INLINE_ABI_SHARED */
+			 inline_abi() | AP_INLINE_SHARED_BIT,
 			 __ATOMIC_RELAXED);
 }
 

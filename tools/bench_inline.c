@@ -13,10 +13,10 @@
  * version 3 keeps tokens: what that change saved; inline-bulk32* rebuild
  * the bulk pair of 32 (__asyncpool_take_n(), __asyncpool_put_n()).
  * inline-shared-pair rebuilds a shared pool's cached token pair (the
- * library's ap_cache_take_shared() and ap_cache_put_shared()) from the
- * word's format in asyncpool-shared(7), every check and the release's
- * CAS kept: built to measure what inline shared paths would give
- * (issue 34, item 6) before the header had them.
+ * library's ap_cache_take_shared() and ap_cache_put_shared()), every
+ * check and the release's CAS kept: built to measure what inline shared
+ * paths would give (issue 34, item 6) before the header had them; it
+ * reads the word's format and the cache's owned word as the header does.
  */
 #include "config.h"
 
@@ -254,11 +254,6 @@ inl_bulk_loop(struct asyncpool *pool, unsigned long ops, const unsigned parts)
 	return acc;
 }
 
-/* A shared pool's word (asyncpool-shared(7), "state"): kind, holder, generation. */
-#define SH_KIND_LEASED (1ull << 62)
-#define SH_KIND_CACHED (2ull << 62)
-#define SH_HOLDER_MASK (0x7full << 55)
-
 /*
  * The shared cache's token pair, inline.  Take: the top entry's word
  * must be CACHED by this process at the entry's generation; it becomes
@@ -273,15 +268,10 @@ inl_bulk_loop(struct asyncpool *pool, unsigned long ops, const unsigned parts)
 static __attribute__((noinline)) uint64_t inl_shared_loop(struct asyncpool *pool, unsigned long ops)
 {
 	struct asyncpool_inline_cache *c = asyncpool_inline_tc;
-	uint64_t acc = 0, me;
+	uint64_t acc = 0;
 
 	if (c->abi != ASYNCPOOL_INLINE_ABI_SHARED || c->pool != pool || c->n == 0)
 		abort();
-	/* This process's holder bits, from the word of a buffer it cached. */
-	me = __atomic_load_n(&c->state[(uint32_t)c->tok[c->n - 1]], __ATOMIC_RELAXED);
-	if ((me & (3ull << 62)) != SH_KIND_CACHED)
-		abort();
-	me &= SH_HOLDER_MASK;
 	for (unsigned long i = 0; i < ops; i++) {
 		uint32_t n, idx, gen;
 		uint64_t t, w;
@@ -296,10 +286,10 @@ static __attribute__((noinline)) uint64_t inl_shared_loop(struct asyncpool *pool
 		t = c->tok[n - 1];
 		idx = (uint32_t)t;
 		gen = (uint32_t)(t >> 32);
-		if (__builtin_expect(__atomic_load_n(&c->state[idx], __ATOMIC_RELAXED) !=
-					     (SH_KIND_CACHED | me | gen), 0))
+		w = c->owned | gen;                     /* CACHED by this process */
+		if (__builtin_expect(__atomic_load_n(&c->state[idx], __ATOMIC_RELAXED) != w, 0))
 			abort();
-		__atomic_store_n(&c->state[idx], SH_KIND_LEASED | me | gen, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->state[idx], w - __ASYNCPOOL_W_LEASED, __ATOMIC_RELAXED);
 		inl_leave(c, n - 1, INL_WINDOW);
 		__asm__ volatile("" : "+r"(t));         /* the caller's use of the token */
 		acc += (uint32_t)t;
@@ -316,9 +306,9 @@ static __attribute__((noinline)) uint64_t inl_shared_loop(struct asyncpool *pool
 		if (__builtin_expect(n == c->size, 0))
 			abort();
 		w = __atomic_load_n(&c->state[idx], __ATOMIC_RELAXED);
-		if (__builtin_expect((w & ~SH_HOLDER_MASK) != (SH_KIND_LEASED | gen), 0) ||
+		if (__builtin_expect((w & ~__ASYNCPOOL_W_HOLDER) != (__ASYNCPOOL_W_LEASED | gen), 0) ||
 		    __builtin_expect(!__atomic_compare_exchange_n(&c->state[idx], &w,
-								  SH_KIND_CACHED | me | (gen + 1), false,
+								  c->owned | (gen + 1), false,
 								  __ATOMIC_RELAXED, __ATOMIC_RELAXED), 0))
 			abort();
 		c->tok[n] = t + ((uint64_t)1 << 32);
