@@ -42,15 +42,18 @@ struct ap_inbox;
 /*
  * Releases of buffers that another cache owns, gathered per owner
  * (pool_owner.c): a batch goes to its owner's inbox with one CAS.  A
- * few per thread, by owner id modulo AP_OUTBOXES.
+ * few per thread, by owner id modulo AP_OUTBOXES.  A batch is
+ * pool->outbox_batch tokens, from AP_OUTBOX_BATCH_MIN up to
+ * AP_OUTBOX_BATCH_MAX as the pool grows (ap_owner_table_init()).
  */
-#define AP_OUTBOX_BATCH 32u
+#define AP_OUTBOX_BATCH_MIN 32u
+#define AP_OUTBOX_BATCH_MAX 128u
 #define AP_OUTBOXES     4u
 
 struct ap_outbox {
 	uint32_t owner;
 	uint32_t n;                     /* read by others: relaxed */
-	uint64_t tok[AP_OUTBOX_BATCH];
+	uint64_t tok[AP_OUTBOX_BATCH_MAX];
 };
 
 /*

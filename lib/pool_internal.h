@@ -71,6 +71,7 @@ struct asyncpool {
 	struct ap_inbox        **boxes;
 	_Atomic uint32_t         box_count;     /* ids handed out so far, + 1 */
 	uint32_t                 box_cap;       /* tokens per inbox */
+	uint32_t                 outbox_batch;  /* tokens a sender gathers per send */
 	/*
 	 * Per buffer, for the releases on other threads (pool_owner.c):
 	 * owner_of[i] the owner id, written when the buffer enters or

@@ -257,7 +257,7 @@ uint32_t ap_lend_put(struct asyncpool *pool, struct ap_cache *c, const uint64_t 
 	_Atomic uint32_t *const owner_of = pool->owner_of;
 	const uint32_t id = c->id;
 	const uint64_t word = ap_owned_word(id, 0);
-	uint32_t chain[AP_OUTBOX_BATCH], n = 0, r = 0, taken = 0, j = 0;
+	uint32_t chain[AP_OUTBOX_BATCH_MIN], n = 0, r = 0, taken = 0, j = 0;
 	struct ap_depot_slot sl;
 
 	/* Whole batches into the depot while it has room (pool_depot.c). */
@@ -275,7 +275,7 @@ uint32_t ap_lend_put(struct asyncpool *pool, struct ap_cache *c, const uint64_t 
 		if (AP_LIKELY(atomic_load_explicit(&owner_of[idx], memory_order_relaxed) == id &&
 			      ap_owner_free(state, owner_of, word, idx, AP_TOKEN_GEN(tok[j])))) {
 			chain[n++] = idx;
-			if (n == AP_OUTBOX_BATCH) {
+			if (n == AP_OUTBOX_BATCH_MIN) {
 				(void)ap_fl_push_chain(&pool->fl, chain, n);
 				taken += n;
 				n = 0;

@@ -9,8 +9,8 @@
  * owner's thread is decided there and then (ap_cache_push); a release
  * on another thread reads the word (a stale or double copy is refused
  * at once), then sends the token to the owner: gathered per owner in
- * the releaser's outboxes, a batch of AP_OUTBOX_BATCH into the owner's
- * inbox (pool_inbox.h) with one CAS.  The owner decides them in turn
+ * the releaser's outboxes, a batch of pool->outbox_batch into the
+ * owner's inbox (pool_inbox.h) with one CAS.  The owner decides them in turn
  * when it next refills (ap_cache_fill), so two racing copies are
  * decided one after the other, with no atomic on the owner's side.
  *
@@ -41,7 +41,7 @@
 
 int ap_owner_table_init(struct asyncpool *pool)
 {
-	uint32_t cap = 64;
+	uint32_t cap = 64, batch;
 
 	while (cap < pool->fl.count && cap < 4096)
 		cap *= 2;
@@ -53,6 +53,18 @@ int ap_owner_table_init(struct asyncpool *pool)
 		return -ENOMEM;
 	}
 	pool->box_cap = cap;
+	/*
+	 * A send costs a CAS, a fence and two or three lines crossing to
+	 * the owner, whatever its size: in a hand-off on two cores, 32
+	 * tokens a send spent a quarter of the releasing side there.
+	 * Larger batches as the pool grows, so that at most a 32nd of its
+	 * buffers waits in one outbox, as 32 in 1,024 did; never more than
+	 * an inbox holds (cap >= 64, and >= count up to 4,096).
+	 */
+	batch = AP_OUTBOX_BATCH_MIN;
+	while (batch < AP_OUTBOX_BATCH_MAX && (uint64_t)batch * 64 <= pool->fl.count)
+		batch *= 2;
+	pool->outbox_batch = batch;
 	atomic_store_explicit(&pool->box_count, 1, memory_order_relaxed);
 	return 0;
 }
@@ -187,14 +199,14 @@ static __attribute__((noinline)) uint32_t drain_flush(struct ap_cache *c, uint32
 /*
  * ap_owner_drain() of a cache of no entries (entered): each token
  * decided as ap_owner_give_back() decides, and what it took pushed
- * back, one chain per AP_OUTBOX_BATCH.  At most max tokens; true if any.
+ * back, one chain per AP_OUTBOX_BATCH_MIN.  At most max tokens; true if any.
  */
 static bool owner_drain_free(struct asyncpool *pool, struct ap_cache *c, uint32_t max)
 {
 	struct ap_inbox *b = c->box;
 	const uint64_t word = ap_owned_word(c->id, 0);
 	const uint32_t count = pool->fl.count, head0 = b->head;
-	uint32_t chain[AP_OUTBOX_BATCH], n = 0, taken = 0, fenced = 0;
+	uint32_t chain[AP_OUTBOX_BATCH_MIN], n = 0, taken = 0, fenced = 0;
 	uint64_t tok;
 
 	while (b->head - head0 < max && (tok = ap_inbox_next(b)) != 0) {
@@ -206,7 +218,7 @@ static bool owner_drain_free(struct asyncpool *pool, struct ap_cache *c, uint32_
 			continue;       /* refused: counted below */
 		}
 		chain[n++] = idx;
-		if (n == AP_OUTBOX_BATCH) {
+		if (n == AP_OUTBOX_BATCH_MIN) {
 			(void)ap_fl_push_chain(&pool->fl, chain, n);
 			taken += n;
 			n = 0;
@@ -334,7 +346,7 @@ static int owner_send(struct asyncpool *pool, uint32_t o, const uint64_t *tok, u
 
 void ap_owner_send_all(struct asyncpool *pool, struct ap_cache *c)
 {
-	uint64_t tok[AP_OUTBOX_BATCH];
+	uint64_t tok[AP_OUTBOX_BATCH_MAX];
 
 	for (uint32_t k = 0; k < AP_OUTBOXES; k++) {
 		struct ap_outbox *ob = &c->outbox[k];
@@ -449,7 +461,7 @@ void ap_owner_leave_thread(struct ap_cache *c)
 int ap_owner_release(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, uint32_t gen)
 {
 	uint64_t w, tok = AP_TOKEN_MAKE(gen, idx);
-	uint64_t batch[AP_OUTBOX_BATCH];
+	uint64_t batch[AP_OUTBOX_BATCH_MAX];
 	uint32_t o, n, r, sent = 0, to = 0;
 	struct ap_outbox *ob;
 	bool inside;
@@ -554,7 +566,7 @@ int ap_owner_release(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, u
 	ob->owner = o;
 	ob->tok[ob->n] = tok;
 	__atomic_store_n(&ob->n, ob->n + 1, __ATOMIC_RELAXED);
-	if (!sent && ob->n == AP_OUTBOX_BATCH) {
+	if (!sent && ob->n == pool->outbox_batch) {
 		sent = ob->n;
 		to = o;
 		memcpy(batch, ob->tok, sent * sizeof(*batch));

@@ -83,7 +83,7 @@ ap_outbox_gather(struct asyncpool *pool, struct ap_cache *c, uint32_t o, uint32_
 	uint32_t n = ob->n;
 
 	if (AP_UNLIKELY(!o || o == c->id || gen != ap_gen_next(r) || ob->owner != o ||
-			n + 1 >= AP_OUTBOX_BATCH))
+			n + 1 >= pool->outbox_batch))
 		return false;
 	AP_TEST_STALL(AP_TS_CACHE_CLAIM);
 	atomic_store_explicit(&pool->released[idx], gen, memory_order_relaxed);

@@ -419,6 +419,131 @@ static void owner_exits(void)
 	is_int(asyncpool_destroy(p), 0, "owner exits: destroy");
 }
 
+/* ---- batches grow with the pool ---- */
+
+#define BIG 4096u
+#define BIG_LENT 255u
+
+static struct {
+	struct asyncpool *pool;
+	uint64_t tok[BIG_LENT];
+	_Atomic int phase;
+} bg;
+
+/* Lends BIG_LENT buffers from its own cache, then waits for phase 9. */
+static void *big_lender(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; i < BIG_LENT; i++)
+		if (asyncpool_acquire_tokens(bg.pool, &bg.tok[i], 1))
+			return (void *)1;
+	atomic_store(&bg.phase, 1);
+	while (atomic_load(&bg.phase) != 9)
+		sched_yield();
+	return NULL;
+}
+
+/* Releases tokens [from, to), sets phase done, then waits for phase go_on (0: returns). */
+static int big_release(unsigned from, unsigned to, int done, int go_on)
+{
+	for (unsigned i = from; i < to; i++)
+		if (asyncpool_release_token(bg.pool, bg.tok[i]))
+			return 1;
+	atomic_store(&bg.phase, done);
+	while (go_on && atomic_load(&bg.phase) != go_on)
+		sched_yield();
+	return 0;
+}
+
+/* 127 releases, then at phase 3 the 128th, then at phase 5 it exits. */
+static void *big_gatherer(void *arg)
+{
+	(void)arg;
+	if (big_release(0, 127, 2, 3) || big_release(127, 128, 4, 5))
+		return (void *)1;
+	return NULL;
+}
+
+/* The remaining 127, then it exits at once. */
+static void *big_exiter(void *arg)
+{
+	(void)arg;
+	return (void *)(intptr_t)big_release(128, BIG_LENT, 6, 0);
+}
+
+static uint32_t big_inbox(struct asyncpool *p, uint32_t o)
+{
+	return ap_inbox_count(p->boxes[o]);
+}
+
+/*
+ * A batch to an owner is 32 tokens in a pool of up to 2,047 buffers,
+ * 64 up to 4,095, 128 from 4,096: one send, its CAS and its fence, per
+ * 128 releases in a large pool's hand-off.  127 releases wait in the
+ * releaser's outbox and count as free; the 128th sends them all; an
+ * outbox of 127 is sent whole by its thread's exit, and a stale copy is
+ * refused at once whatever the batch.
+ * tests/mutants/outbox-exit-sends-32, outbox-batch-over-max
+ */
+static void big_batches(void)
+{
+	struct asyncpool *small = make_pool(proactor, 64, CAP, CACHE);
+	struct asyncpool *mid = make_pool(proactor, 64, 2048, CACHE);
+	struct asyncpool *huge = make_pool(proactor, 64, 65536, CACHE);
+	struct asyncpool *p = make_pool(proactor, 64, BIG, CACHE);
+	pthread_t o, g, x;
+	void *res, *gres, *xres;
+	uint32_t id;
+
+	is_int(small->outbox_batch, 32, "batches: 32 in a pool of 64");
+	is_int(mid->outbox_batch, 64, "batches: 64 in a pool of 2,048");
+	is_int(p->outbox_batch, 128, "batches: 128 in a pool of 4,096");
+	is_int(huge->outbox_batch, 128, "batches: 128 in a pool of 65,536: no more than an outbox holds");
+	is_int(asyncpool_destroy(huge), 0, "batches: destroy the pool of 65,536");
+	is_int(asyncpool_destroy(small), 0, "batches: destroy the pool of 64");
+	is_int(asyncpool_destroy(mid), 0, "batches: destroy the pool of 2,048");
+	bg.pool = p;
+	atomic_store(&bg.phase, 0);
+	pthread_create(&o, NULL, big_lender, NULL);
+	while (atomic_load(&bg.phase) != 1)
+		sched_yield();
+	id = atomic_load_explicit(&p->owner_of[AP_TOKEN_INDEX(bg.tok[0])], memory_order_relaxed);
+	ok(id != 0, "batches: the lender owns what it lent");
+	/* 127 releases on g: all in its outbox, none sent. */
+	pthread_create(&g, NULL, big_gatherer, NULL);
+	while (atomic_load(&bg.phase) != 2)
+		sched_yield();
+	is_int(big_inbox(p, id), 0, "batches: 127 releases wait in the releaser's outbox");
+	is_int(asyncpool_available(p), BIG - BIG_LENT + 127,
+	       "batches: available counts the 127 on their way");
+	is_int(asyncpool_release_token(p, bg.tok[5]), -ESTALE,
+	       "batches: a copy of one of them is refused at once");
+	is_int(bad_releases(p), 1, "batches: and counted");
+	/* The 128th on the same thread sends the batch of 128. */
+	atomic_store(&bg.phase, 3);
+	while (atomic_load(&bg.phase) != 4)
+		sched_yield();
+	is_int(big_inbox(p, id), 128, "batches: the 128th release sent all 128 in one batch");
+	atomic_store(&bg.phase, 5);
+	pthread_join(g, &gres);
+	is_int((intptr_t)gres, 0, "batches: 128 released on one thread");
+	is_int(big_inbox(p, id), 128, "batches: its exit had nothing more to send");
+	/* 127 on x, which exits at once: its exit sends them whole. */
+	pthread_create(&x, NULL, big_exiter, NULL);
+	pthread_join(x, &xres);
+	is_int((intptr_t)xres, 0, "batches: 127 more released on a thread that exited");
+	is_int(big_inbox(p, id), 128 + 127, "batches: its exit sent all 127 to the owner's inbox");
+	is_int(asyncpool_available(p), BIG, "batches: every release counts as free");
+	atomic_store(&bg.phase, 9);
+	pthread_join(o, &res);
+	is_int((intptr_t)res, 0, "batches: the lender lent 255");
+	is_int(bad_releases(p), 1, "batches: nothing else refused");
+	is_int(asyncpool_cache_flush_all(p), 0, "batches: flush_all");
+	is_int(asyncpool_check(p), 0, "batches: the audit is clean");
+	is_int(asyncpool_available(p), BIG, "batches: every buffer free once");
+	is_int(asyncpool_destroy(p), 0, "batches: destroy");
+}
+
 /* ---- the audit ---- */
 
 /*
@@ -986,6 +1111,7 @@ int main(void)
 		gathered_then_bad();
 		high_generation();
 		waiter_wakes();
+		big_batches();
 	}
 	default_caches();
 	asyncpool_proactor_destroy(proactor);
