@@ -29,7 +29,7 @@ is() { # DESCRIPTION CONDITION...
 
 cases="pool pool-cached token token-cached
 inline-pair inline-no-window inline-split-leave inline-no-owner-hint inline-no-released
-inline-no-recheck inline-bare inline-two-arrays inline-bulk32 inline-bulk32-two-arrays inline-shared-pair pool-threads pool-cached-threads
+inline-no-recheck inline-bare inline-two-arrays inline-bulk32 inline-bulk32-two-arrays inline-lease-bulk32 inline-lease-bulk32-floor inline-shared-pair pool-threads pool-cached-threads
 default-1t default-cached-1t default-2t default-cached-2t default-8t default-cached-8t
 handoff handoff-cached
 handoff-shuffled handoff-shuffled-cached

@@ -298,6 +298,8 @@ BODY_INLINE(body_inline_bulk32, BENCH_INLINE_BULK32)
 BODY_INLINE(body_inline_bulk32_two_arrays, BENCH_INLINE_BULK32_TWO_ARRAYS)
 BODY_INLINE(body_inline_bare, BENCH_INLINE_BARE)
 BODY_INLINE(body_inline_shared, BENCH_INLINE_SHARED)
+BODY_INLINE(body_inline_lease_bulk32, BENCH_INLINE_LEASE_BULK32)
+BODY_INLINE(body_inline_lease_bulk32_floor, BENCH_INLINE_LEASE_BULK32_FLOOR)
 #endif
 
 /* Thread 0 acquires tokens one at a time (asyncpool_acquire_tokens()) and
@@ -489,6 +491,10 @@ static const struct bench_case cases[] = {
 	  body_inline_bulk32, 1, BENCH_CACHED, NULL },
 	{ "inline-bulk32-two-arrays", "inline-bulk32 with layout 2's entries: idx[] and gen[]",
 	  body_inline_bulk32_two_arrays, 1, BENCH_CACHED, NULL },
+	{ "inline-lease-bulk32", "bulk32-cached's pair rebuilt inline: inline-bulk32 and the leases built and read",
+	  body_inline_lease_bulk32, 1, BENCH_CACHED, NULL },
+	{ "inline-lease-bulk32-floor", "the same, the leases built from registers and read back unchecked: their least cost",
+	  body_inline_lease_bulk32_floor, 1, BENCH_CACHED, NULL },
 	{ "inline-shared-pair", "shared-token-cached-1t's pair rebuilt inline in the tool, every check and the CAS kept",
 	  body_inline_shared, 1, BENCH_OWN_POOL | BENCH_SHARED_FD | BENCH_CACHED, NULL },
 #endif

@@ -17,6 +17,11 @@
  * check and the release's CAS kept: built to measure what inline shared
  * paths would give (issue 34, item 6) before the header had them; it
  * reads the word's format and the cache's owned word as the header does.
+ * inline-lease-bulk32 is inline-bulk32 with leases, as bulk32-cached
+ * (asyncpool_acquire_bulk(), asyncpool_release_bulk()) moves them: each
+ * lease built as the header's __asyncpool_lease() builds one, and read
+ * back as a run of the pool's (callback and pool compared, the token in
+ * one load, the callback cleared): what inline lease bulks would give.
  */
 #include "config.h"
 
@@ -255,6 +260,108 @@ inl_bulk_loop(struct asyncpool *pool, unsigned long ops, const unsigned parts)
 }
 
 /*
+ * The bulk pair of K leases, inline: see the file's head.  floor: the
+ * leases' constant fields kept in registers and read back unchecked
+ * (the token alone, the callback cleared), the least a lease can cost
+ * beside inline-bulk32's pair of tokens.
+ */
+static inline __attribute__((always_inline)) uint64_t
+inl_lease_bulk(struct asyncpool *pool, unsigned long ops, const int floor)
+{
+	enum { K = 32 };
+	struct asyncpool_inline_cache *c;
+	struct asyncpool_lease l[K];
+	uint64_t t[K], acc = 0;
+
+	for (unsigned long i = 0; i < ops; i += K) {
+		uint32_t m, j, ok = 1, count;
+
+		c = inl_cache(pool);
+		m = inl_enter(c, INL_ALL);
+		if (__builtin_expect(m < K, 0))
+			abort();
+		if (floor) {
+			struct asyncpool_region *const region = c->region;
+			const size_t bs = c->buffer_size;
+			void (*const fn)(void *, uint32_t) = c->recycle;
+			const uint64_t *const top = c->tok + m - K;
+
+			for (j = 0; j < K; j++) {
+				const uint64_t tk = top[j];
+
+				l[j].span.region = region;
+				l[j].span.offset = (size_t)(uint32_t)tk * bs;
+				l[j].span.length = bs;
+				l[j].release.fn = fn;
+				l[j].release.ctx = pool;
+				__builtin_memcpy(&l[j].buffer_index, &tk, sizeof(tk));
+			}
+		} else {
+			for (j = 0; j < K; j++)
+				__asyncpool_lease(c, c->tok[m - K + j], &l[j]);
+		}
+		inl_leave(c, m - K, INL_ALL);
+		__asm__ volatile("" : : "r"(l) : "memory");     /* the caller's use of the leases */
+		acc += l[0].buffer_index;
+
+		/* The run of the pool's leases, gathered as tokens, each checked. */
+		c = inl_cache(pool);
+		count = c->count;
+		for (j = 0; j < K; j++) {
+			uint64_t tk;
+
+			if (!floor)
+				ok &= (l[j].release.fn == c->recycle) & (l[j].release.ctx == (void *)pool);
+			__builtin_memcpy(&tk, &l[j].buffer_index, sizeof(tk));
+			l[j].release.fn = NULL;
+			t[j] = tk;
+		}
+		/* The put's checks, as inline-bulk32 makes them. */
+		for (j = 0; j < K; j++)
+			ok &= ((uint32_t)t[j] < count) & ((uint32_t)(t[j] >> 32) - 1u < 0xfffffffeu);
+		if (__builtin_expect(!ok, 0))
+			abort();
+		m = inl_enter(c, INL_ALL);
+		if (__builtin_expect(K > c->size - m, 0))
+			abort();
+		{
+			uint64_t *const state = c->state;
+			uint32_t *const owner_of = c->owner_of, *const released = c->released;
+			uint64_t *const ct = c->tok + m;
+			const uint64_t owned = c->owned;
+			const uint32_t id = c->id;
+
+			for (j = 0; j < K; j++) {
+				uint32_t idx = (uint32_t)t[j], gen = (uint32_t)(t[j] >> 32);
+				uint64_t w = owned | gen;
+
+				if (__builtin_expect(
+					    __atomic_load_n(&owner_of[idx], __ATOMIC_RELAXED) != id ||
+					    __atomic_load_n(&state[idx], __ATOMIC_RELAXED) != w, 0))
+					abort();
+				__atomic_store_n(&state[idx], w + 1, __ATOMIC_RELAXED);
+				__atomic_store_n(&released[idx], gen, __ATOMIC_RELAXED);
+				ct[j] = t[j] + ((uint64_t)1 << 32);
+			}
+		}
+		inl_leave(c, m + K, INL_ALL);
+	}
+	return acc;
+}
+
+static __attribute__((noinline)) uint64_t inl_lease_bulk_loop(struct asyncpool *pool,
+							       unsigned long ops)
+{
+	return inl_lease_bulk(pool, ops, 0);
+}
+
+static __attribute__((noinline)) uint64_t inl_lease_bulk_floor(struct asyncpool *pool,
+								unsigned long ops)
+{
+	return inl_lease_bulk(pool, ops, 1);
+}
+
+/*
  * The shared cache's token pair, inline.  Take: the top entry's word
  * must be CACHED by this process at the entry's generation; it becomes
  * LEASED by a store (this process alone writes a word it cached).
@@ -347,7 +454,8 @@ uint64_t bench_inline(enum bench_inline_kind kind, struct asyncpool *pool, unsig
 	if (asyncpool_acquire_tokens(pool, &t, 1) || asyncpool_release_token(pool, t))
 		abort();
 	/* The bulk pair takes 32 from the cache: give it 32 released here. */
-	if (kind == BENCH_INLINE_BULK32 || kind == BENCH_INLINE_BULK32_TWO_ARRAYS) {
+	if (kind == BENCH_INLINE_BULK32 || kind == BENCH_INLINE_BULK32_TWO_ARRAYS ||
+	    kind == BENCH_INLINE_LEASE_BULK32 || kind == BENCH_INLINE_LEASE_BULK32_FLOOR) {
 		uint64_t b[32];
 
 		if (asyncpool_acquire_tokens(pool, b, 32) || asyncpool_release_tokens(pool, b, 32))
@@ -355,6 +463,10 @@ uint64_t bench_inline(enum bench_inline_kind kind, struct asyncpool *pool, unsig
 	}
 	if (kind == BENCH_INLINE_SHARED)
 		return inl_shared_loop(pool, ops);
+	if (kind == BENCH_INLINE_LEASE_BULK32)
+		return inl_lease_bulk_loop(pool, ops);
+	if (kind == BENCH_INLINE_LEASE_BULK32_FLOOR)
+		return inl_lease_bulk_floor(pool, ops);
 	switch (kind) {
 		INL_CASE(BENCH_INLINE_PAIR)
 		INL_CASE(BENCH_INLINE_NO_WINDOW)
@@ -367,6 +479,8 @@ uint64_t bench_inline(enum bench_inline_kind kind, struct asyncpool *pool, unsig
 		INL_CASE(BENCH_INLINE_BULK32)
 		INL_CASE(BENCH_INLINE_BULK32_TWO_ARRAYS)
 	case BENCH_INLINE_SHARED:
+	case BENCH_INLINE_LEASE_BULK32:
+	case BENCH_INLINE_LEASE_BULK32_FLOOR:
 		break;
 	}
 	abort();

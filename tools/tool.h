@@ -163,7 +163,8 @@ enum bench_inline_kind {
 	BENCH_INLINE_PAIR, BENCH_INLINE_NO_WINDOW, BENCH_INLINE_SPLIT_LEAVE,
 	BENCH_INLINE_NO_OWNER_HINT, BENCH_INLINE_NO_RELEASED, BENCH_INLINE_NO_RECHECK,
 	BENCH_INLINE_BARE, BENCH_INLINE_TWO_ARRAYS, BENCH_INLINE_BULK32, BENCH_INLINE_BULK32_TWO_ARRAYS,
-	BENCH_INLINE_SHARED,
+	BENCH_INLINE_SHARED, BENCH_INLINE_LEASE_BULK32,
+	BENCH_INLINE_LEASE_BULK32_FLOOR,
 };
 uint64_t bench_inline(enum bench_inline_kind kind, struct asyncpool *pool, unsigned long ops);
 /* tools/bench_contend.c: a pool too small for its users, with retries counted. */
