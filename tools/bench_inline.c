@@ -187,6 +187,52 @@ static inline __attribute__((always_inline)) uint64_t inl_loop(struct asyncpool 
  * The bulk pair of 32, __asyncpool_take_n() and __asyncpool_put_n()
  * rebuilt (INL_TWO_ARRAYS: layout 2's entries); ops buffers in all.
  */
+/*
+ * The bulk put of the k tokens t[] into c, as __asyncpool_put_n() makes
+ * it: every token checked first, then each decided (entries in cidx[]
+ * and cgen[] with INL_TWO_ARRAYS).
+ */
+static inline __attribute__((always_inline)) void
+inl_bulk_put(struct asyncpool_inline_cache *c, const uint64_t *t, const uint32_t k,
+	     const unsigned parts, uint32_t *cidx, uint32_t *cgen)
+{
+	uint32_t m, j, ok = 1, count = c->count;
+
+	for (j = 0; j < k; j++)
+		ok &= ((uint32_t)t[j] < count) & ((uint32_t)(t[j] >> 32) - 1u < 0xfffffffeu);
+	if (__builtin_expect(!ok, 0))
+		abort();
+	m = inl_enter(c, parts);
+	if (__builtin_expect(k > c->size - m, 0))
+		abort();
+	{
+		uint64_t *const state = c->state;
+		uint32_t *const owner_of = c->owner_of, *const released = c->released;
+		uint32_t *const ci = cidx ? cidx + m : NULL, *const cg = cgen ? cgen + m : NULL;
+		uint64_t *const ct = c->tok + m;
+		const uint64_t owned = c->owned;
+		const uint32_t id = c->id;
+
+		for (j = 0; j < k; j++) {
+			uint32_t idx = (uint32_t)t[j], gen = (uint32_t)(t[j] >> 32);
+			uint64_t w = owned | gen;
+
+			if (__builtin_expect(__atomic_load_n(&owner_of[idx], __ATOMIC_RELAXED) != id ||
+					     __atomic_load_n(&state[idx], __ATOMIC_RELAXED) != w, 0))
+				abort();
+			__atomic_store_n(&state[idx], w + 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&released[idx], gen, __ATOMIC_RELAXED);
+			if (parts & INL_TWO_ARRAYS) {
+				ci[j] = idx;
+				cg[j] = gen + 1;
+			} else {
+				ct[j] = t[j] + ((uint64_t)1 << 32);
+			}
+		}
+	}
+	inl_leave(c, m + k, parts);
+}
+
 static inline __attribute__((always_inline)) uint64_t
 inl_bulk_loop(struct asyncpool *pool, unsigned long ops, const unsigned parts)
 {
@@ -197,7 +243,7 @@ inl_bulk_loop(struct asyncpool *pool, unsigned long ops, const unsigned parts)
 	uint64_t t[K], acc = 0;
 
 	for (unsigned long i = 0; i < ops; i += K) {
-		uint32_t m, j, ok = 1, count;
+		uint32_t m, j;
 
 		/* take the top K, in stack order */
 		c = inl_cache(pool);
@@ -217,42 +263,7 @@ inl_bulk_loop(struct asyncpool *pool, unsigned long ops, const unsigned parts)
 		acc += (uint32_t)t[0];
 
 		/* put K back: every token checked first, then each decided */
-		c = inl_cache(pool);
-		count = c->count;
-		for (j = 0; j < K; j++)
-			ok &= ((uint32_t)t[j] < count) & ((uint32_t)(t[j] >> 32) - 1u < 0xfffffffeu);
-		if (__builtin_expect(!ok, 0))
-			abort();
-		m = inl_enter(c, parts);
-		if (__builtin_expect(K > c->size - m, 0))
-			abort();
-		{
-			uint64_t *const state = c->state;
-			uint32_t *const owner_of = c->owner_of, *const released = c->released;
-			uint32_t *const ci = cidx ? cidx + m : NULL, *const cg = cgen ? cgen + m : NULL;
-			uint64_t *const ct = c->tok + m;
-			const uint64_t owned = c->owned;
-			const uint32_t id = c->id;
-
-			for (j = 0; j < K; j++) {
-				uint32_t idx = (uint32_t)t[j], gen = (uint32_t)(t[j] >> 32);
-				uint64_t w = owned | gen;
-
-				if (__builtin_expect(
-					    __atomic_load_n(&owner_of[idx], __ATOMIC_RELAXED) != id ||
-					    __atomic_load_n(&state[idx], __ATOMIC_RELAXED) != w, 0))
-					abort();
-				__atomic_store_n(&state[idx], w + 1, __ATOMIC_RELAXED);
-				__atomic_store_n(&released[idx], gen, __ATOMIC_RELAXED);
-				if (parts & INL_TWO_ARRAYS) {
-					ci[j] = idx;
-					cg[j] = gen + 1;
-				} else {
-					ct[j] = t[j] + ((uint64_t)1 << 32);
-				}
-			}
-		}
-		inl_leave(c, m + K, parts);
+		inl_bulk_put(inl_cache(pool), t, K, parts, cidx, cgen);
 	}
 	if (parts & INL_TWO_ARRAYS)
 		inl_two_arrays_back(c, cidx);
@@ -274,7 +285,7 @@ inl_lease_bulk(struct asyncpool *pool, unsigned long ops, const int floor)
 	uint64_t t[K], acc = 0;
 
 	for (unsigned long i = 0; i < ops; i += K) {
-		uint32_t m, j, ok = 1, count;
+		uint32_t m, j, ok = 1;
 
 		c = inl_cache(pool);
 		m = inl_enter(c, INL_ALL);
@@ -304,9 +315,8 @@ inl_lease_bulk(struct asyncpool *pool, unsigned long ops, const int floor)
 		__asm__ volatile("" : : "r"(l) : "memory");     /* the caller's use of the leases */
 		acc += l[0].buffer_index;
 
-		/* The run of the pool's leases, gathered as tokens, each checked. */
+		/* The run of the pool's leases, gathered as tokens, then put back. */
 		c = inl_cache(pool);
-		count = c->count;
 		for (j = 0; j < K; j++) {
 			uint64_t tk;
 
@@ -316,35 +326,9 @@ inl_lease_bulk(struct asyncpool *pool, unsigned long ops, const int floor)
 			l[j].release.fn = NULL;
 			t[j] = tk;
 		}
-		/* The put's checks, as inline-bulk32 makes them. */
-		for (j = 0; j < K; j++)
-			ok &= ((uint32_t)t[j] < count) & ((uint32_t)(t[j] >> 32) - 1u < 0xfffffffeu);
 		if (__builtin_expect(!ok, 0))
 			abort();
-		m = inl_enter(c, INL_ALL);
-		if (__builtin_expect(K > c->size - m, 0))
-			abort();
-		{
-			uint64_t *const state = c->state;
-			uint32_t *const owner_of = c->owner_of, *const released = c->released;
-			uint64_t *const ct = c->tok + m;
-			const uint64_t owned = c->owned;
-			const uint32_t id = c->id;
-
-			for (j = 0; j < K; j++) {
-				uint32_t idx = (uint32_t)t[j], gen = (uint32_t)(t[j] >> 32);
-				uint64_t w = owned | gen;
-
-				if (__builtin_expect(
-					    __atomic_load_n(&owner_of[idx], __ATOMIC_RELAXED) != id ||
-					    __atomic_load_n(&state[idx], __ATOMIC_RELAXED) != w, 0))
-					abort();
-				__atomic_store_n(&state[idx], w + 1, __ATOMIC_RELAXED);
-				__atomic_store_n(&released[idx], gen, __ATOMIC_RELAXED);
-				ct[j] = t[j] + ((uint64_t)1 << 32);
-			}
-		}
-		inl_leave(c, m + K, INL_ALL);
+		inl_bulk_put(c, t, K, INL_ALL, NULL, NULL);
 	}
 	return acc;
 }
