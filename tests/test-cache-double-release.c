@@ -30,10 +30,20 @@
  * (tests/mutants/shared-put-plain-store, cache-release-plain-store,
  * release-claim-plain-store).  The rounds above release through the
  * header, whose inline release of a shared pool's lease makes the CAS
- * itself since 1.7 (tests/mutants/inline-shared-put-plain-store); the
- * stalled release here calls the library.
+ * itself since 1.7; the stalled release here calls the library.  The
+ * header's CAS has a certain race of its own: this file defines the
+ * header's hook between its load of the word and its CAS, which stops
+ * one releaser there until the other's inline release has put the word
+ * into its own cache (tests/mutants/inline-shared-put-plain-store: the
+ * rounds alone did not catch it on a machine whose two cores see each
+ * other's stores later than the rounds' jitter spans).
  */
 #include "config.h"
+
+/* The header's shared release stops here between its load and its CAS
+ * in the certain race of its own (inline_race(), below). */
+void inline_loaded(void);
+#define __ASYNCPOOL_TEST_PUT_SHARED_LOADED() inline_loaded()
 
 #include <errno.h>
 #include <pthread.h>
@@ -204,6 +214,94 @@ static void race_pair(struct asyncpool *pool, const char *what, bool owned, bool
 	is_int(asyncpool_available(pool), CAP, "%s: every buffer free once", what);
 }
 
+/* ---- the header's CAS, the race made certain ---- */
+
+extern _Atomic uint64_t ap_test_exported_calls;
+static __thread bool stop_loaded;
+static struct {
+	struct asyncpool *pool;
+	uint64_t token;
+	int rc[2];
+	uint64_t exported;              /* the second release's exported calls */
+	_Atomic int warm, loaded, released;
+} ir;
+
+void inline_loaded(void)
+{
+	if (!stop_loaded)
+		return;
+	stop_loaded = false;
+	atomic_store(&ir.loaded, 1);
+	while (!atomic_load(&ir.released))
+		sched_yield();
+}
+
+static void *inline_worker(void *arg)
+{
+	int me = (int)(intptr_t)arg;
+	struct asyncpool_lease l;
+
+	/* this thread's cache of the pool, used last, with room: inline */
+	if (asyncpool_acquire(ir.pool, &l) == 0)
+		asyncpool_lease_release(&l);
+	atomic_fetch_add(&ir.warm, 1);
+	while (atomic_load(&ir.warm) != 3)
+		sched_yield();
+	if (me == 0) {
+		stop_loaded = true;
+		ir.rc[0] = asyncpool_release_token(ir.pool, ir.token);
+	} else {
+		uint64_t before;
+
+		while (!atomic_load(&ir.loaded))
+			sched_yield();
+		before = ap_test_exported_calls;
+		ir.rc[1] = asyncpool_release_token(ir.pool, ir.token);
+		ir.exported = ap_test_exported_calls - before;
+		atomic_store(&ir.released, 1);
+	}
+	asyncpool_cache_flush(ir.pool);
+	return NULL;
+}
+
+/*
+ * Two copies of a shared pool's lease released through the header at
+ * once: one stops between its load of the word (LEASED) and its CAS
+ * while the other's inline CAS puts the word into its thread's cache.
+ * The stopped CAS must fail, the library refuse that copy (-ESTALE,
+ * counted), and the buffer be in one cache only.
+ */
+static void inline_race(void)
+{
+	struct asyncpool_lease l;
+	struct asyncpool_stats st = { .size = sizeof(st) };
+	pthread_t t[2];
+
+	memset(mem, 0, mem_size);
+	memset(&ir, 0, sizeof(ir));
+	if (asyncpool_create_shared(mem, mem_size, region, &ir.pool) ||
+	    asyncpool_set_cache(ir.pool, CACHE))
+		bail_out("create_shared");
+	for (int i = 0; i < 2; i++)
+		if (pthread_create(&t[i], NULL, inline_worker, (void *)(intptr_t)i))
+			bail_out("pthread_create");
+	if (asyncpool_acquire(ir.pool, &l))
+		bail_out("acquire");
+	ir.token = asyncpool_lease_token(&l);
+	atomic_fetch_add(&ir.warm, 1);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	is_int(ir.rc[1], 0, "inline race: the release that went first won");
+	is_int((int)ir.exported, 0, "inline race: and went by the header's CAS alone");
+	is_int(ir.rc[0], -ESTALE, "inline race: the copy stopped before its CAS was refused");
+	asyncpool_cache_flush(ir.pool);
+	asyncpool_stats(ir.pool, &st);
+	is_int(st.bad_releases, 1, "inline race: one bad release counted");
+	is_int(asyncpool_check(ir.pool), 0, "inline race: the audit is clean");
+	is_int(asyncpool_available(ir.pool), CAP, "inline race: every buffer free once");
+	is_int(asyncpool_destroy(ir.pool), 0, "inline race: destroy");
+}
+
 enum outcome { REFUSED, DETECTED, SILENT, DUPLICATE };
 
 /* Note got[from..n) in seen[]; true if one was already there. */
@@ -337,6 +435,7 @@ int main(void)
 		race_pair(pool, "shared layout, no cache", false, false);
 		is_int(asyncpool_destroy(pool), 0, "shared layout, no cache: destroy");
 	}
+	inline_race();
 
 	for (int i = 0; i < 2; i++)
 		if (pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i))

@@ -318,6 +318,15 @@ __asyncpool_take_shared(struct asyncpool_inline_cache *c, uint64_t *t)
 }
 
 /*
+ * A test's hook between the shared release's load of the word and its
+ * CAS, where a racing copy's release must make the CAS fail: empty
+ * unless a test defines it before including <asyncpool.h>.
+ */
+#ifndef __ASYNCPOOL_TEST_PUT_SHARED_LOADED
+#define __ASYNCPOOL_TEST_PUT_SHARED_LOADED() do { } while (0)
+#endif
+
+/*
  * A shared pool's cache: the release of a token (generation gen << 32 |
  * buffer idx) into it, 1, or 0 for anything else (an index out of
  * range, generation 0 or the last before the wrap, a full or taken
@@ -338,6 +347,7 @@ __asyncpool_put_shared(struct asyncpool_inline_cache *c, uint64_t token)
 	if (__asyncpool_unlikely(!__asyncpool_put_enter(c, idx, gen, &n)))
 		return 0;
 	w = __atomic_load_n(&c->state[idx], __ATOMIC_RELAXED);
+	__ASYNCPOOL_TEST_PUT_SHARED_LOADED();
 	if (__asyncpool_unlikely(n == c->size ||
 				 (w & ~__ASYNCPOOL_W_HOLDER) != (__ASYNCPOOL_W_LEASED | gen) ||
 				 !__atomic_compare_exchange_n(&c->state[idx], &w, c->owned | (gen + 1u), 0,
