@@ -37,4 +37,23 @@ static inline struct asyncpool *make_freelist_pool(struct asyncpool_proactor *p,
 	return pool;
 }
 
+/*
+ * After a release that must wake the pool's waiters, one of which sleeps
+ * on the wait word's value slept (read once it slept): whether the word
+ * moved, as a wake moves it before its futex(2) call (wait_word.h).  A
+ * check that needs no clock.  If it did not move, the test wakes the
+ * waiter itself, so that the failure is reported and the test ends
+ * (tests/mutants/wake-never, owner-send-no-wake).
+ */
+static inline bool woke_waiters(struct asyncpool *pool, uint32_t slept)
+{
+	_Atomic uint32_t *w = &pool->fl.line->wait;
+
+	if (atomic_load(w) != slept)
+		return true;
+	atomic_fetch_add(w, 1);
+	ap_futex_wake_all(w, pool->fl.shared);
+	return false;
+}
+
 #endif

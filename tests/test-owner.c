@@ -73,7 +73,7 @@ static struct {
 	struct asyncpool *pool;
 	uint64_t token;
 	int rc;
-	_Atomic int stalled, go;
+	_Atomic int stalled, go, done;
 } lr;
 
 static __thread bool stall_me;
@@ -93,6 +93,7 @@ static void *remote_release(void *arg)
 	stall_me = arg != NULL;
 	lr.rc = asyncpool_release_token(lr.pool, lr.token);
 	asyncpool_cache_flush(lr.pool);         /* sends what it gathered */
+	atomic_store(&lr.done, 1);
 	return NULL;
 }
 
@@ -107,6 +108,7 @@ static void local_against_remote(bool remote_first)
 	lr.pool = p;
 	atomic_store(&lr.stalled, 0);
 	atomic_store(&lr.go, 0);
+	atomic_store(&lr.done, 0);
 	is_int(asyncpool_acquire(p, &l), 0, "%s: the owner acquires", what);
 	lr.token = asyncpool_lease_token(&l);
 	if (remote_first) {
@@ -117,8 +119,13 @@ static void local_against_remote(bool remote_first)
 	} else {
 		ap_test_hook_stall = lr_stall;
 		pthread_create(&t, NULL, remote_release, (void *)1);
-		while (!atomic_load(&lr.stalled))
+		while (!atomic_load(&lr.stalled) && !atomic_load(&lr.done))
 			sched_yield();
+		/* (tests/mutants/token-rest-freelist: a release that went to
+		 * the freelist never stops there) */
+		if (!atomic_load(&lr.stalled))
+			bail_out("%s: the remote release did not stop at the cache's claim (AP_TS_CACHE_CLAIM)",
+				 what);
 		rc = asyncpool_release_token(p, lr.token);
 		atomic_store(&lr.go, 1);
 		pthread_join(t, NULL);
@@ -1002,6 +1009,7 @@ static void waiter_wakes(void)
 	struct asyncpool *p = make_pool(proactor, 64, CAP, CACHE);
 	pthread_t o, w;
 	uint64_t e;
+	uint32_t slept;
 	void *res;
 
 	wt.pool = p;
@@ -1015,8 +1023,10 @@ static void waiter_wakes(void)
 	pthread_create(&w, NULL, waiter, NULL);
 	while (!atomic_load(&wt.tid) || empties(p) == e || !asleep(atomic_load(&wt.tid)))
 		usleep(1000);
+	slept = atomic_load(&p->fl.line->wait);
 	/* This thread releases one: it goes to the owner's inbox. */
 	is_int(asyncpool_release_token(p, wt.tok[0]), 0, "waiter: a release sent to the owner");
+	ok(woke_waiters(p, slept), "waiter: the send woke the waiter (the wait word moved)");
 	pthread_join(w, NULL);
 	is_int(wt.rc, 0, "waiter: woken, it got the buffer that came back through the inbox");
 	atomic_store(&tr.phase, 2);

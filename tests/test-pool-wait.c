@@ -187,6 +187,7 @@ static void test_bypass_asleep(void)
 	struct asyncpool *pool = local_pool(1, 1);
 	struct asyncpool_lease held;
 	struct waiter w;
+	uint32_t slept;
 	int seen = 0;
 
 	is_int(asyncpool_acquire(pool, &held), 0, "bypass: this thread's cache lends the only buffer");
@@ -197,12 +198,15 @@ static void test_bypass_asleep(void)
 	/* bounded: 10 s of 1 ms looks */
 	for (int i = 0; i < 10000 && (seen = in_futex(atomic_load(&w.tid))) == 0; i++)
 		usleep(1000);
+	slept = atomic_load(&pool->fl.line->wait);
 	asyncpool_lease_release(&held);
-	if (seen == 1)
+	if (seen == 1) {
 		is_int(ap_cache_n(ap_cache_of(pool)), 0,
 		       "bypass: released while the waiter sleeps, it went to the freelist, not this thread's cache");
-	else
-		skip(1, "the waiter's system call is not readable in /proc, or it never slept");
+		ok(woke_waiters(pool, slept), "bypass: the release woke the waiter (the wait word moved)");
+	} else {
+		skip(2, "the waiter's system call is not readable in /proc, or it never slept");
+	}
 	(void)asyncpool_cache_flush_all(pool);
 	pthread_join(w.th, NULL);
 	is_int(atomic_load(&w.rc), 0, "bypass: the waiter got the buffer");
