@@ -772,6 +772,17 @@ static __attribute__((noinline)) int acquire_one_uncached(struct asyncpool *pool
 	return rc;
 }
 
+/*
+ * One token of a pool without caches that lends, c the calling thread's
+ * cache of it: ap_lend_token() with the lookup done.  Out of line, so
+ * that the frame its pop needs is not the cached path's.
+ */
+static __attribute__((noinline)) int acquire_token_lent(struct asyncpool *pool,
+							struct ap_cache *c, uint64_t *token)
+{
+	return AP_LIKELY(!c->size) ? ap_lend_token_own(pool, c, token) : ap_lend_token(pool, token);
+}
+
 static __attribute__((noinline)) int acquire_tokens_rest(struct asyncpool *pool,
 							 uint64_t *tokens, unsigned int n)
 {
@@ -805,7 +816,7 @@ AP_EXPORT int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens,
 			/* A pool without caches lends: its single lend (caches,
 			 * once on, stay on: asyncpool_set_cache(3)). */
 			if (!pool->cache_size)
-				return ap_lend_token(pool, tokens);
+				return acquire_token_lent(pool, c, tokens);
 			if (AP_LIKELY(ap_cache_take_gen(pool, &idx, &gen))) {
 				tokens[0] = AP_TOKEN_MAKE(gen, idx);
 				return 0;

@@ -118,33 +118,25 @@ uint32_t ap_lend_pop(struct asyncpool *pool, struct ap_cache *c, char *idx, char
 }
 
 /*
- * One buffer popped already marked as c's (c entered, of no entries):
- * the word written once, by the pop (ap_fl_pop_loop(), inline: a pool
- * that lends is local, so it has no step), then the hints and the lent
- * count.  The refund of a pool with a depot, as ap_pool_pop() does.
- * Its token in *token (0 on an error).
+ * After ap_lend_once() of c (entered) failed with rc: once more after a
+ * refund of a pool with a depot, as ap_pool_pop() does.  0 with the
+ * token in *token, or -errno with 0 there.
  */
-static inline __attribute__((always_inline)) int lend_own(struct asyncpool *pool,
-							 struct ap_cache *c, uint64_t *token)
+static int lend_refunded(struct asyncpool *pool, struct ap_cache *c, uint64_t *token, int rc)
 {
-	const uint64_t mark = ap_owned_word(c->id, 0);
-	uint32_t idx, gen;
-	int rc;
-
-	/* One copy of the pop loop, a second pass after a refund. */
-	for (bool again = false;; again = true) {
-		rc = ap_fl_pop_loop(&pool->fl, 0, mark, &idx, &gen, NULL);
-		if (AP_LIKELY(!rc) || again || !ap_pool_refunded(pool, rc))
-			break;
-	}
-	if (AP_UNLIKELY(rc)) {
+	if (ap_pool_refunded(pool, rc))
+		rc = ap_lend_once(pool, c, token);
+	if (AP_UNLIKELY(rc))
 		*token = 0;
-		return rc;
-	}
-	ap_own_hints(pool->released, pool->owner_of, c->id, idx, gen);
-	ap_cache_add_lent(c, 1);
-	*token = AP_TOKEN_MAKE(gen, idx);
-	return 0;
+	return rc;
+}
+
+/* One buffer lent as c's (c entered, of no entries). */
+static int lend_own(struct asyncpool *pool, struct ap_cache *c, uint64_t *token)
+{
+	int rc = ap_lend_once(pool, c, token);
+
+	return AP_LIKELY(!rc) ? 0 : lend_refunded(pool, c, token, rc);
 }
 
 /* One buffer, lent by the calling thread's cache if it can (else leased): 0 or -errno. */
@@ -164,36 +156,40 @@ static int lend_pop(struct asyncpool *pool, uint64_t *token)
 	return rc;
 }
 
+/* Releases on their way to an owner come back, as for a pool with
+ * caches (ap_cache_acquire_slow), then one more try. */
+static int lend_after_empty(struct asyncpool *pool, uint64_t *token, int rc)
+{
+	if (rc == -ENOBUFS && ap_cache_flush_others(pool, false) > 0)
+		rc = lend_pop(pool, token);
+	return rc;
+}
+
+int ap_lend_token_rest(struct asyncpool *pool, uint64_t *token)
+{
+	return lend_after_empty(pool, token, lend_pop(pool, token));
+}
+
+int ap_lend_token_failed(struct asyncpool *pool, struct ap_cache *c, uint64_t *token, int rc)
+{
+	/* lend_own() after its first pop */
+	rc = lend_refunded(pool, c, token, rc);
+	ap_cache_leave(c);
+	return AP_LIKELY(!rc) ? 0 : lend_after_empty(pool, token, rc);
+}
+
 /*
- * The single acquire, one function on the common path (issue 34): the
- * thread's cache looked up once, its window, the inbox, the pop that
- * marks the word as ours, the hints.  0 with the buffer's token in
- * *token, or -errno with 0 there.
+ * The single acquire (issue 34): the thread's cache looked up once; the
+ * common path is ap_lend_token_own(), which asyncpool_acquire_tokens()
+ * inlines.  0 with the buffer's token in *token, or -errno with 0 there.
  */
 int ap_lend_token(struct asyncpool *pool, uint64_t *token)
 {
 	struct ap_cache *c = ap_tc_last;
-	int rc;
 
-	/* The thread's cache used last is this pool's: lend_pop(), inline. */
-	if (AP_LIKELY(c->pool == pool && !c->size && ap_cache_enter(c))) {
-		struct ap_inbox *b = c->box;
-
-		if (AP_UNLIKELY(b->head != atomic_load_explicit(&b->tail, memory_order_relaxed)))
-			(void)ap_owner_drain(pool, c, b->mask + 1);
-		rc = lend_own(pool, c, token);
-		ap_cache_leave(c);
-		if (AP_LIKELY(!rc))
-			return 0;
-	} else {
-		rc = lend_pop(pool, token);
-	}
-
-	/* Releases on their way to an owner come back, as for a pool with
-	 * caches (ap_cache_acquire_slow), then one more try. */
-	if (rc == -ENOBUFS && ap_cache_flush_others(pool, false) > 0)
-		rc = lend_pop(pool, token);
-	return rc;
+	if (AP_LIKELY(c->pool == pool && !c->size))
+		return ap_lend_token_own(pool, c, token);
+	return ap_lend_token_rest(pool, token);
 }
 
 int ap_lend_lease(struct asyncpool *pool, struct asyncpool_lease *out)

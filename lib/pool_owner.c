@@ -583,25 +583,15 @@ stale:
 	return -EALREADY;
 }
 
-int ap_owner_release_uncached(struct asyncpool *pool, struct ap_cache *c, uint32_t idx,
-			      uint32_t gen, int stale)
+int ap_owner_release_uncached_rest(struct asyncpool *pool, struct ap_cache *c, uint32_t idx,
+				   uint32_t gen, int stale, bool inside)
 {
 	int rc;
 
-	if (AP_UNLIKELY(idx >= pool->fl.count))
-		return -EINVAL;
-	if (AP_LIKELY(ap_cache_enter(c))) {
-		uint32_t o = ap_owner_hint(pool, idx);
-
-		if (AP_LIKELY(o == c->id)) {
-			/* Ours: the push inline (freelist.h). */
-			if (AP_UNLIKELY(!ap_owner_give_back(pool, c, idx, gen)))
-				return stale;
-			return ap_fl_push_loop(&pool->fl, &idx, NULL, 1);
-		}
+	if (inside) {
 		/* Another owner's, the lease after the last it decided: into
 		 * this thread's outbox for it (a hand-off). */
-		if (ap_outbox_gather(pool, c, o, idx, gen)) {
+		if (ap_outbox_gather(pool, c, ap_owner_hint(pool, idx), idx, gen)) {
 			ap_cache_leave(c);
 			return 0;
 		}
@@ -609,4 +599,12 @@ int ap_owner_release_uncached(struct asyncpool *pool, struct ap_cache *c, uint32
 	}
 	rc = ap_owner_release(pool, c, idx, gen);
 	return rc == -EALREADY ? stale : rc;
+}
+
+int ap_owner_release_uncached(struct asyncpool *pool, struct ap_cache *c, uint32_t idx,
+			      uint32_t gen, int stale)
+{
+	if (AP_UNLIKELY(idx >= pool->fl.count))
+		return -EINVAL;
+	return ap_owner_release_own(pool, c, idx, gen, stale);
 }

@@ -170,6 +170,29 @@ static inline bool ap_lends_only(const struct asyncpool *pool, const struct ap_c
  */
 int ap_owner_release_uncached(struct asyncpool *pool, struct ap_cache *c, uint32_t idx,
 			      uint32_t gen, int stale);
+/* Its part out of line: another owner's buffer (inside: c entered), a
+ * cache bypassed. */
+int ap_owner_release_uncached_rest(struct asyncpool *pool, struct ap_cache *c, uint32_t idx,
+				   uint32_t gen, int stale, bool inside);
+
+/*
+ * ap_owner_release_uncached() of an index in range, inline in the
+ * exported release: the owner's release of its own buffer calls
+ * nothing and keeps no stack frame (issue 34); the rest is out of line.
+ */
+static inline __attribute__((always_inline)) int
+ap_owner_release_own(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, uint32_t gen,
+		     int stale)
+{
+	if (AP_UNLIKELY(!ap_cache_enter(c)))
+		return ap_owner_release_uncached_rest(pool, c, idx, gen, stale, false);
+	if (AP_UNLIKELY(ap_owner_hint(pool, idx) != c->id))
+		return ap_owner_release_uncached_rest(pool, c, idx, gen, stale, true);
+	/* Ours: checked by the word, then the push (freelist.h). */
+	if (AP_UNLIKELY(!ap_owner_give_back(pool, c, idx, gen)))
+		return stale;
+	return ap_fl_push_loop(&pool->fl, &idx, NULL, 1);
+}
 /* Owner ids and inboxes of a pool that lends: 0 or -ENOMEM; all freed. */
 int ap_owner_table_init(struct asyncpool *pool);
 void ap_owner_table_free(struct asyncpool *pool);

@@ -218,8 +218,8 @@ AP_EXPORT int asyncpool_release_token(struct asyncpool *pool, uint64_t token)
 		return -EINVAL;
 	/* A pool that lends without a cache: one function. */
 	if (ap_lends_only(pool, ap_tc_last))
-		return ap_owner_release_uncached(pool, ap_tc_last, AP_TOKEN_INDEX(token),
-						 AP_TOKEN_GEN(token), -ESTALE);
+		return ap_owner_release_own(pool, ap_tc_last, AP_TOKEN_INDEX(token),
+					    AP_TOKEN_GEN(token), -ESTALE);
 	/* A buffer the calling thread's cache lent: no stack frame. */
 	if (AP_LIKELY(ap_cache_put_lent(pool, AP_TOKEN_INDEX(token), AP_TOKEN_GEN(token))))
 		return 0;

@@ -80,17 +80,23 @@ static inline uint32_t ap_wait_announce(struct ap_pool_head *line)
 	return ap_word_announce(&line->wait);
 }
 
+/* The wake itself, out of line: a release that finds no waiter (the
+ * common case) then needs no stack frame for the system call. */
+static __attribute__((noinline, cold, unused)) void ap_word_wake_waiters(_Atomic uint32_t *word,
+									uint32_t w, bool shared)
+{
+	(void)atomic_compare_exchange_strong_explicit(word, &w, w + 1, memory_order_seq_cst,
+						      memory_order_relaxed);
+	ap_futex_wake_all(word, shared);
+}
+
 /* After publishing what waiters wait for: wake them if there are any. */
 static inline void ap_word_wake(_Atomic uint32_t *word, bool shared)
 {
 	uint32_t w = atomic_load_explicit(word, memory_order_seq_cst);
 
-	if (__builtin_expect(w & AP_WAIT_WAITERS, 0)) {
-		(void)atomic_compare_exchange_strong_explicit(word, &w, w + 1,
-							      memory_order_seq_cst,
-							      memory_order_relaxed);
-		ap_futex_wake_all(word, shared);
-	}
+	if (__builtin_expect(w & AP_WAIT_WAITERS, 0))
+		ap_word_wake_waiters(word, w, shared);
 }
 
 /* now + ns on CLOCK_MONOTONIC. */
