@@ -40,11 +40,6 @@ void (*ap_test_hook_stall)(enum ap_test_stall);
 /* A chain pop whose takes keep failing holds a buffer twice: give up. */
 #define AP_MAX_LOST_TAKES 16u
 
-void ap_fl_count_corruption(const struct ap_freelist *fl, uint64_t n)
-{
-	atomic_fetch_add_explicit(&fl->ctr->corruptions, n, memory_order_relaxed);
-}
-
 void ap_fl_count_bad_release(const struct ap_freelist *fl, uint64_t n)
 {
 	atomic_fetch_add_explicit(&fl->ctr->bad_releases, n, memory_order_relaxed);

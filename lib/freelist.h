@@ -116,7 +116,6 @@ uint32_t ap_fl_count(const struct ap_freelist *fl);
  * most the capacity, whatever a peer wrote.
  */
 uint32_t ap_fl_free(const struct ap_freelist *fl);
-void ap_fl_count_corruption(const struct ap_freelist *fl, uint64_t n);
 void ap_fl_count_bad_release(const struct ap_freelist *fl, uint64_t n);
 void ap_fl_count_fenced(const struct ap_freelist *fl, uint64_t n);
 /*
@@ -152,6 +151,13 @@ static inline void ap_fl_lent_back(struct ap_freelist *fl, uint32_t n)
 static inline void ap_fl_count_empty(const struct ap_freelist *fl)
 {
 	atomic_fetch_add_explicit(&fl->ctr->empty, 1, memory_order_relaxed);
+}
+
+/* Inline, as the count of an empty pop: a call on the pop's and the
+ * push's way out would cost their callers a stack frame. */
+static inline void ap_fl_count_corruption(const struct ap_freelist *fl, uint64_t n)
+{
+	atomic_fetch_add_explicit(&fl->ctr->corruptions, n, memory_order_relaxed);
 }
 
 /*

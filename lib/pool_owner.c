@@ -601,6 +601,12 @@ int ap_owner_release_uncached_rest(struct asyncpool *pool, struct ap_cache *c, u
 	return rc == -EALREADY ? stale : rc;
 }
 
+int ap_owner_release_refused(struct asyncpool *pool, uint32_t idx, uint32_t gen, int stale)
+{
+	ap_fl_count_refused(&pool->fl, idx, gen);
+	return stale;
+}
+
 int ap_owner_release_uncached(struct asyncpool *pool, struct ap_cache *c, uint32_t idx,
 			      uint32_t gen, int stale)
 {

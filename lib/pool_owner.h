@@ -137,12 +137,13 @@ static inline bool ap_owner_free(ap_word *state, _Atomic uint32_t *owner_of, uin
 /*
  * The owner's decision of its release of a buffer it lent (c entered,
  * of no entries; left here): true if the buffer is free now, for the
- * caller to push; false if the word says otherwise (counted).  Only we
+ * caller to push; false if the word says otherwise (not counted: the
+ * caller counts it, ap_owner_give_back() or out of line).  Only we
  * write its word and owner_of[]; free and not linked once we leave, so
  * the push comes after (a flusher leaves a free word alone; a corrupt
  * list loses it, counted, as a flush's push does).
  */
-static inline bool ap_owner_give_back(struct asyncpool *pool, struct ap_cache *c, uint32_t idx,
+static inline bool ap_owner_take_back(struct asyncpool *pool, struct ap_cache *c, uint32_t idx,
 				      uint32_t gen)
 {
 	bool ok = ap_owner_free(pool->fl.state, pool->owner_of, ap_owned_word(c->id, 0), idx, gen);
@@ -150,6 +151,15 @@ static inline bool ap_owner_give_back(struct asyncpool *pool, struct ap_cache *c
 	if (AP_LIKELY(ok))
 		ap_cache_add_lent(c, -1);
 	ap_cache_leave(c);
+	return ok;
+}
+
+/* ap_owner_take_back(), a refused copy counted. */
+static inline bool ap_owner_give_back(struct asyncpool *pool, struct ap_cache *c, uint32_t idx,
+				      uint32_t gen)
+{
+	bool ok = ap_owner_take_back(pool, c, idx, gen);
+
 	if (AP_UNLIKELY(!ok))
 		ap_fl_count_refused(&pool->fl, idx, gen);
 	return ok;
@@ -170,10 +180,11 @@ static inline bool ap_lends_only(const struct asyncpool *pool, const struct ap_c
  */
 int ap_owner_release_uncached(struct asyncpool *pool, struct ap_cache *c, uint32_t idx,
 			      uint32_t gen, int stale);
-/* Its part out of line: another owner's buffer (inside: c entered), a
- * cache bypassed. */
+/* Its parts out of line: another owner's buffer (inside: c entered), a
+ * cache bypassed; a refused copy (counted, stale returned). */
 int ap_owner_release_uncached_rest(struct asyncpool *pool, struct ap_cache *c, uint32_t idx,
 				   uint32_t gen, int stale, bool inside);
+int ap_owner_release_refused(struct asyncpool *pool, uint32_t idx, uint32_t gen, int stale);
 
 /*
  * ap_owner_release_uncached() of an index in range, inline in the
@@ -188,9 +199,10 @@ ap_owner_release_own(struct asyncpool *pool, struct ap_cache *c, uint32_t idx, u
 		return ap_owner_release_uncached_rest(pool, c, idx, gen, stale, false);
 	if (AP_UNLIKELY(ap_owner_hint(pool, idx) != c->id))
 		return ap_owner_release_uncached_rest(pool, c, idx, gen, stale, true);
-	/* Ours: checked by the word, then the push (freelist.h). */
-	if (AP_UNLIKELY(!ap_owner_give_back(pool, c, idx, gen)))
-		return stale;
+	/* Ours: checked by the word, then the push (freelist.h); a refused
+	 * copy counted out of line. */
+	if (AP_UNLIKELY(!ap_owner_take_back(pool, c, idx, gen)))
+		return ap_owner_release_refused(pool, idx, gen, stale);
 	return ap_fl_push_loop(&pool->fl, &idx, NULL, 1);
 }
 /* Owner ids and inboxes of a pool that lends: 0 or -ENOMEM; all freed. */
