@@ -50,6 +50,7 @@ struct ap_inbox;
 #define AP_OUTBOX_BATCH_MAX 128u
 #define AP_OUTBOXES     4u
 
+/* The inline paths gather into them too (<asyncpool/inline.h>, since 1.8). */
 struct ap_outbox {
 	uint32_t owner;
 	uint32_t n;                     /* read by others: relaxed */
@@ -75,10 +76,13 @@ struct ap_cache {
 	uint32_t          n __attribute__((aligned(8))); /* cached buffers (read by others: relaxed) */
 	uint32_t          busy;         /* the owner is inside (above); with n, one word */
 	uint64_t         *tok;          /* tok[j]: an entry (slots[]), ap_cache_idx/gen */
-	uint64_t          reserved1;
+	struct ap_outbox *outboxes;     /* outbox[], for the inline paths */
+#if UINTPTR_MAX < UINT64_MAX
+	uint32_t          __outboxes_pad;
+#endif
 	uint64_t          owned;        /* ap_owned_word(id, 0) */
 	uint32_t          id;           /* owner id in the words (local pools that lend) */
-	uint32_t          reserved0;
+	uint32_t          outbox_limit; /* pool->outbox_batch where the inline paths gather, or 0 */
 	ap_word          *state;        /* pool->fl.state */
 	_Atomic uint32_t *owner_of;     /* pool->owner_of */
 	_Atomic uint32_t *released;     /* pool->released */

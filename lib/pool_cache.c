@@ -52,7 +52,8 @@ AP_SAME_FIELD(count);
 AP_SAME_FIELD(busy);
 AP_SAME_FIELD(bypass);
 AP_SAME_FIELD(tok);
-AP_SAME_FIELD(reserved1);
+AP_SAME_FIELD(outboxes);
+AP_SAME_FIELD(outbox_limit);
 AP_SAME_FIELD(owned);
 AP_SAME_FIELD(id);
 AP_SAME_FIELD(state);
@@ -62,6 +63,15 @@ AP_SAME_FIELD(recycle);
 AP_SAME_FIELD(region);
 AP_SAME_FIELD(buffer_size);
 AP_SAME_FIELD(reserved);
+/* An outbox is the inline ABI's, field for field, and so are their number and the hint's bit. */
+_Static_assert(sizeof(struct ap_outbox) == sizeof(struct asyncpool_inline_outbox) &&
+		       offsetof(struct ap_outbox, owner) == offsetof(struct asyncpool_inline_outbox, owner) &&
+		       offsetof(struct ap_outbox, n) == offsetof(struct asyncpool_inline_outbox, n) &&
+		       offsetof(struct ap_outbox, tok) == offsetof(struct asyncpool_inline_outbox, tok) &&
+		       AP_OUTBOXES == ASYNCPOOL_INLINE_OUTBOXES &&
+		       AP_OUTBOX_BATCH_MAX == ASYNCPOOL_INLINE_OUTBOX_MAX &&
+		       AP_INBOX_HINTED == __ASYNCPOOL_OUTBOX_HINTED,
+	       "struct ap_outbox and struct asyncpool_inline_outbox differ");
 _Static_assert(offsetof(struct ap_cache, batch) == sizeof(struct asyncpool_inline_cache),
 	       "the library's fields of struct ap_cache follow the inline ABI's");
 _Static_assert(sizeof(struct asyncpool_inline_cache) == 128 || sizeof(void *) != 8,
@@ -121,6 +131,10 @@ static void cache_publish(struct ap_cache *c, struct asyncpool *pool)
 	c->recycle = (ap_release_fn *)(void (*)(void))ap_cache_recycle;
 	c->region = pool->region;
 	c->buffer_size = pool->buffer_size;
+	/* Where the inline release of another owner's buffer gathers it:
+	 * a cache whose owner's release is inline (below) and that lends. */
+	c->outboxes = c->outbox;
+	c->outbox_limit = c->size && pool->fl.lazy && c->id ? pool->outbox_batch : 0;
 	__atomic_store_n(&c->abi,
 			 !c->size ? 0 :
 			 pool->fl.lazy ? (c->id ? inline_abi() : 0) :

@@ -28,6 +28,7 @@
  * of no entries), a destroyed pool's.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -243,6 +244,137 @@ static void shared_words(struct asyncpool *pool, void *mem, const char *what)
 	is_int(asyncpool_check(pool), 0, "%s: check", what);
 }
 
+/*
+ * The outboxes (since 1.8): tokens the calling thread's cache lent,
+ * released on another thread whose cache of the pool is published.
+ * The first is the library's, which gives an outbox to this owner;
+ * then, inline, each is gathered into that outbox with no exported
+ * call; the library's path gathers it the same way.
+ * A stale copy is refused at once with -ESTALE; a cache whose
+ * outbox_limit is 0 (a library before 1.8) leaves each release to the
+ * library; the release that would fill the batch is the library's,
+ * which sends the batch to the owner.  Every buffer comes back.
+ */
+#define LENT 40
+static struct {
+	struct asyncpool *pool;
+	uint64_t t[LENT];
+	uint32_t owner;
+	int wrong_owner, rc[LENT + 1], ok;
+	uint64_t calls[5];
+	uint32_t n[5], limit, hinted, released_ok;
+} ob;
+
+static void *outbox_releaser(void *arg)
+{
+	struct asyncpool_inline_cache *c;
+	const struct asyncpool_inline_outbox *box;
+	uint64_t t, before;
+	uint32_t idx;
+	int k = 0;
+
+	(void)arg;
+	/* This thread's cache of the pool, made and published by the library. */
+	if (asyncpool_acquire_tokens(ob.pool, &t, 1) || asyncpool_release_token(ob.pool, t))
+		return NULL;
+	c = (struct asyncpool_inline_cache *)asyncpool_inline_cache();
+	ob.limit = c->outbox_limit;
+	if (c->pool != ob.pool || !c->outboxes || !c->outbox_limit || ob.owner == c->id)
+		return NULL;
+	box = &c->outboxes[ob.owner % ASYNCPOOL_INLINE_OUTBOXES];
+	for (int j = 0; j < LENT; j++)
+		ob.wrong_owner += c->owner_of[(uint32_t)ob.t[j]] != ob.owner;
+	/* One release, then a stale copy of it. */
+	before = ap_test_exported_calls;
+	ob.rc[k] = asyncpool_release_token(ob.pool, ob.t[k]);
+	ob.calls[0] = ap_test_exported_calls - before;
+	ob.n[0] = box->n;
+	before = ap_test_exported_calls;
+	ob.rc[LENT] = asyncpool_release_token(ob.pool, ob.t[k++]);
+	ob.calls[1] = ap_test_exported_calls - before;
+	ob.n[1] = box->n;
+	/* As a library before 1.8 publishes it: no outboxes (what version 3 had reserved, 0). */
+	c->outbox_limit = 0;
+	c->outboxes = NULL;
+	before = ap_test_exported_calls;
+	ob.rc[k] = asyncpool_release_token(ob.pool, ob.t[k]);
+	k++;
+	ob.calls[2] = ap_test_exported_calls - before;
+	c->outbox_limit = ob.limit;
+	c->outboxes = (struct asyncpool_inline_outbox *)box - ob.owner % ASYNCPOOL_INLINE_OUTBOXES;
+	ob.n[2] = box->n;
+	/* Up to the batch but for one, then the one that fills it. */
+	before = ap_test_exported_calls;
+	while (k < LENT && box->n + 1 < ob.limit) {
+		ob.rc[k] = asyncpool_release_token(ob.pool, ob.t[k]);
+		k++;
+	}
+	ob.calls[3] = ap_test_exported_calls - before;
+	ob.n[3] = box->n;
+	/* The last one gathered: its token, the hint's bit set; the hint. */
+	idx = (uint32_t)ob.t[k - 1];
+	ob.hinted = box->owner == ob.owner &&
+		    box->tok[box->n - 1] == (ob.t[k - 1] | __ASYNCPOOL_OUTBOX_HINTED);
+	ob.released_ok = c->released[idx] == (uint32_t)(ob.t[k - 1] >> 32);
+	before = ap_test_exported_calls;
+	ob.rc[k] = asyncpool_release_token(ob.pool, ob.t[k]);
+	k++;
+	ob.calls[4] = ap_test_exported_calls - before;
+	ob.n[4] = box->n;
+	while (k < LENT) {
+		ob.rc[k] = asyncpool_release_token(ob.pool, ob.t[k]);
+		k++;
+	}
+	ob.ok = 1;
+	return NULL;    /* its exit sends what it gathered */
+}
+
+static void outboxes(struct asyncpool *pool, const char *what)
+{
+	const struct asyncpool_inline_cache *c;
+	uint64_t bad = bad_releases(pool);
+	uint32_t full;
+	pthread_t th;
+	int wrong = 0;
+
+	memset(&ob, 0, sizeof(ob));
+	ob.pool = pool;
+	for (int j = 0; j < LENT; j++)
+		if (asyncpool_acquire_tokens(pool, &ob.t[j], 1))
+			bail_out("%s: lend", what);
+	c = asyncpool_inline_cache();
+	ob.owner = c->id;
+	if (pthread_create(&th, NULL, outbox_releaser, NULL) || pthread_join(th, NULL) || !ob.ok)
+		bail_out("%s: the releasing thread (limit %u, owner %u)", what, ob.limit, ob.owner);
+	full = ob.limit - 1;    /* what an outbox holds before the library sends it */
+	is_int(ob.limit, 32, "%s: the outbox limit is the pool's batch", what);
+	is_int(ob.wrong_owner, 0, "%s: every token lent by this thread's cache", what);
+	is_int(ob.rc[0], 0, "%s: another thread's release is taken", what);
+	is_int(ob.calls[0], 1, "%s: the first by the exported call, which gives the outbox its owner",
+	       what);
+	is_int(ob.n[0], 1, "%s: gathered into the outbox for this owner", what);
+	is_int(ob.rc[LENT], -ESTALE, "%s: a copy of it is refused with -ESTALE", what);
+	is_int(ob.calls[1], 1, "%s: by the exported call", what);
+	is_int(ob.n[1], 1, "%s: and not gathered", what);
+	is_int(ob.rc[2], 0, "%s, no outboxes published: taken", what);
+	is_int(ob.calls[2], 1, "%s, no outboxes published: by the exported call", what);
+	is_int(ob.n[2], 2, "%s, no outboxes published: which gathered it", what);
+	is_int(ob.calls[3], BUILT_INLINE ? 0 : full - 2, "%s: up to %u gathered %s", what, full,
+	       BUILT_INLINE ? "inline" : "by exported calls");
+	is_int(ob.n[3], full, "%s: the outbox holds %u", what, full);
+	is_int(ob.hinted, 1, "%s: the last as its token, the hint's bit set", what);
+	is_int(ob.released_ok, 1, "%s: its released[] hint written", what);
+	is_int(ob.calls[4], 1, "%s: the one that fills the batch is the library's", what);
+	is_int(ob.n[4], 0, "%s: which sent the batch", what);
+	for (int j = 0; j < LENT; j++)
+		wrong += ob.rc[j] != 0;
+	is_int(wrong, 0, "%s: all %d taken", what, LENT);
+	is_int(asyncpool_cache_flush(pool), 0, "%s: the owner flushes", what);
+	is_int(bad_releases(pool) - bad, 1, "%s: the copy counted once", what);
+	is_int(asyncpool_available(pool), N, "%s: every buffer back", what);
+	is_int(asyncpool_check(pool), 0, "%s: check", what);
+}
+
 /* Pool has a cache of this thread that publishes no version: every call exported. */
 static void left_to_the_library(struct asyncpool *pool, const char *what)
 {
@@ -269,7 +401,7 @@ int main(void)
 	size_t size;
 	void *mem;
 
-	plan(4 * 15 + 2 * 6 + 2 * 12 + 5 + 4 + 1);
+	plan(4 * 15 + 2 * 6 + 2 * 12 + 5 + 4 + 1 + 22);
 	if (asyncpool_proactor_create_memory(&p))
 		bail_out("proactor");
 
@@ -277,6 +409,7 @@ int main(void)
 	rounds(pool, BUILT_INLINE ? "this header's layout" :
 		     "a layout the library does not publish", BUILT_INLINE, 0);
 	window(pool, BUILT_INLINE ? "this header's layout" : "a layout the library does not publish");
+	outboxes(pool, "another thread's release of this cache's lent buffers");
 	is_int(asyncpool_inline_cache()->abi, ASYNCPOOL_INLINE_ABI,
 	       "the library publishes layout version %u", ASYNCPOOL_INLINE_ABI);
 	asyncpool_destroy(pool);

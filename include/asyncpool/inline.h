@@ -70,6 +70,24 @@ struct asyncpool_region;
 #define __ASYNCPOOL_W_HOLDER ((uint64_t)0x7f << 55)
 
 /*
+ * A cache's outboxes (layout version 3 since 1.8: in what version 3 had
+ * reserved): the releases of buffers that other threads' caches lent,
+ * gathered per owner, ASYNCPOOL_INLINE_OUTBOXES of them, the owner's
+ * id modulo their number choosing one; the library sends a full batch
+ * to its owner.  Written by the cache's owner inside its window, as the
+ * cache; an outbox is given an owner by the library alone.
+ */
+#define ASYNCPOOL_INLINE_OUTBOXES 4u
+#define ASYNCPOOL_INLINE_OUTBOX_MAX 128u
+#define __ASYNCPOOL_OUTBOX_HINTED 0x80000000u  /* a token's index bit: the released[] hint written */
+
+struct asyncpool_inline_outbox {
+	uint32_t owner;                /* the owner id whose buffers it gathers, 0: none */
+	uint32_t n;                    /* tokens in tok[] (read by other threads) */
+	uint64_t tok[ASYNCPOOL_INLINE_OUTBOX_MAX]; /* a release's token, its index | HINTED */
+};
+
+/*
  * A thread's cache of one pool, layout version 3: 128 bytes, its first
  * cache line read by every fast path, its second by the releases and
  * the lease.  Written by the owning thread, except busy and bypass (the
@@ -81,7 +99,12 @@ struct asyncpool_region;
  * busy alone: a store to n there could overwrite the count a thread
  * that took the cache wrote after the owner had read it); version 3
  * (1.6) keeps each entry as the token it lends, where 1 and 2 kept two
- * arrays, idx[] and gen[]: a take is one load, a put one store.
+ * arrays, idx[] and gen[]: a take is one load, a put one store.  Since
+ * 1.8 two of its reserved fields name the outboxes (above), which
+ * readers before 1.8 ignore: a library that does not gather into them
+ * in this format publishes outbox_limit 0 (as libraries before 1.8
+ * do, whose reserved fields are 0), and the inline code then leaves
+ * such a release to the exported call.
  */
 struct asyncpool_inline_cache {
 	uint32_t          abi;         /* ASYNCPOOL_INLINE_ABI, or another: the exported calls */
@@ -92,10 +115,13 @@ struct asyncpool_inline_cache {
 	uint32_t          n __attribute__((aligned(8))); /* entries in tok[] */
 	uint32_t          busy;        /* 1 while the owner is inside; n and busy: one word */
 	uint64_t         *tok;         /* tok[j]: generation of its next lease << 32 | buffer index */
-	uint64_t          reserved1;
+	struct asyncpool_inline_outbox *outboxes; /* since 1.8 (above) */
+#if UINTPTR_MAX < UINT64_MAX
+	uint32_t          __outboxes_pad; /* 8 bytes on every target, as reserved1 was */
+#endif
 	uint64_t          owned;       /* the state word of a buffer it owns (shared: caches), at generation 0 */
 	uint32_t          id;          /* its owner id, as owner_of[] names it */
-	uint32_t          reserved0;
+	uint32_t          outbox_limit; /* since 1.8: an outbox holds fewer than this; 0: no outboxes */
 	uint64_t         *state;       /* the pool's state words: generation in bits 0-31 */
 	uint32_t         *owner_of;    /* the pool's hint: which cache owns a buffer */
 	uint32_t         *released;    /* the pool's hint: the last generation released */
@@ -252,37 +278,88 @@ __asyncpool_take(struct asyncpool_inline_cache *c, uint64_t *t)
 }
 
 /*
- * The owner's release of a token (generation gen << 32 | buffer idx),
- * back into its cache c: 1, or 0 for anything else (an index out of range,
- * generation 0 or the last before the wrap, a full or taken cache,
- * another cache's buffer, a stale or double copy: the word is not the
- * one this cache lent), which the exported call decides and counts.
- * The owner_of[] hint first, so that another owner's word is not read;
- * then the word, compared and stored with the next generation (one
- * writer: no read-modify-write); then the released[] hint, which lets
- * another thread refuse a copy of this lease at once.
+ * A test's hook in the gather below, after its checks and before its
+ * stores, where another thread's release must find the outbox as it
+ * was: empty unless a test defines it before including <asyncpool.h>.
+ */
+#ifndef __ASYNCPOOL_TEST_GATHER_CHECKED
+#define __ASYNCPOOL_TEST_GATHER_CHECKED() do { } while (0)
+#endif
+
+/*
+ * The release of a buffer that another cache lent, owner o (from
+ * owner_of[], not c's id), gathered into c's outbox for o (c entered):
+ * 1, or 0 for the exported call (no outboxes, no owner, an outbox that
+ * holds another owner's or is full but for one, whose release sends it;
+ * a generation other than the one after the released[] hint: an older
+ * copy, refused there with -ESTALE).
+ * The owner decides the token when the batch reaches it; the hint is
+ * written here, and the token says so, so that the hint's line stays
+ * with the releasing thread as the word's stays with the owner.
+ */
+ASYNCPOOL_GNU_INLINE int
+__asyncpool_gather(struct asyncpool_inline_cache *c, uint32_t o, uint32_t idx, uint32_t gen,
+		   uint64_t token)
+{
+	const uint32_t limit = c->outbox_limit;
+	struct asyncpool_inline_outbox *ob;
+	uint32_t m, r;
+
+	if (__asyncpool_unlikely(limit == 0 || o == 0))
+		return 0;
+	/* gen right after r, which skips 0 (gen is not 0 here) */
+	r = __atomic_load_n(&c->released[idx], __ATOMIC_RELAXED);
+	if (__asyncpool_unlikely(gen - 1u != r) && (gen != 1u || r != 0xffffffffu))
+		return 0;
+	ob = &c->outboxes[o % ASYNCPOOL_INLINE_OUTBOXES];
+	m = ob->n;
+	if (__asyncpool_unlikely(ob->owner != o || m + 1u >= limit))
+		return 0;
+	__ASYNCPOOL_TEST_GATHER_CHECKED();
+	__atomic_store_n(&c->released[idx], gen, __ATOMIC_RELAXED);
+	ob->tok[m] = token | __ASYNCPOOL_OUTBOX_HINTED;
+	__atomic_store_n(&ob->n, m + 1u, __ATOMIC_RELAXED);
+	return 1;
+}
+
+/*
+ * A release of a token (generation gen << 32 | buffer idx) into cache
+ * c: 1, or 0 for anything else (an index out of range, generation 0 or
+ * the last before the wrap, a full or taken cache, a stale or double
+ * copy: the word is not the one this cache lent; another cache's buffer
+ * that __asyncpool_gather() leaves), which the exported call decides
+ * and counts.  The owner_of[] hint first, so that another owner's word
+ * is not read (its buffer is gathered for it); then the word, compared
+ * and stored with the next generation (one writer: no
+ * read-modify-write); then the released[] hint, which lets another
+ * thread refuse a copy of this lease at once.
  */
 ASYNCPOOL_GNU_INLINE int
 __asyncpool_put(struct asyncpool_inline_cache *c, uint64_t token)
 {
 	const uint32_t idx = (uint32_t)token, gen = (uint32_t)(token >> 32);
 	uint64_t w;
-	uint32_t n;
+	uint32_t n, o;
 
 	if (__asyncpool_unlikely(!__asyncpool_put_enter(c, idx, gen, &n)))
 		return 0;
 	w = c->owned | gen;
-	if (__asyncpool_unlikely(n == c->size ||
-				 __atomic_load_n(&c->owner_of[idx], __ATOMIC_RELAXED) != c->id ||
-				 __atomic_load_n(&c->state[idx], __ATOMIC_RELAXED) != w)) {
+	o = __atomic_load_n(&c->owner_of[idx], __ATOMIC_RELAXED);
+	if (__asyncpool_likely(o == c->id)) {
+		if (__asyncpool_likely(n != c->size &&
+				       __atomic_load_n(&c->state[idx], __ATOMIC_RELAXED) == w)) {
+			__atomic_store_n(&c->state[idx], w + 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&c->released[idx], gen, __ATOMIC_RELAXED);
+			c->tok[n] = token + ((uint64_t)1 << 32);        /* the next lease's entry */
+			__asyncpool_leave_n(c, n + 1);
+			return 1;
+		}
+	} else if (__asyncpool_gather(c, o, idx, gen, token)) {
 		__asyncpool_leave(c);
-		return 0;
+		return 1;
 	}
-	__atomic_store_n(&c->state[idx], w + 1, __ATOMIC_RELAXED);
-	__atomic_store_n(&c->released[idx], gen, __ATOMIC_RELAXED);
-	c->tok[n] = token + ((uint64_t)1 << 32);        /* the next lease's entry */
-	__asyncpool_leave_n(c, n + 1);
-	return 1;
+	__asyncpool_leave(c);
+	return 0;
 }
 
 /*
