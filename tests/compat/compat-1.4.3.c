@@ -45,5 +45,5 @@ int main(void)
 	return compat_main(ASYNCPOOL_VERSION_MAJOR == 1 && ASYNCPOOL_VERSION_MINOR == 4 &&
 			   ASYNCPOOL_VERSION_PATCH == 3 && ASYNCPOOL_INLINE_ABI == 1 &&
 			   inline_paths,
-			   1, "1.4.3");
+			   1, 0, "1.4.3");
 }

@@ -46,5 +46,5 @@ int main(void)
 	return compat_main(ASYNCPOOL_VERSION_MAJOR == 1 && ASYNCPOOL_VERSION_MINOR == 5 &&
 			   ASYNCPOOL_VERSION_PATCH == 0 && ASYNCPOOL_INLINE_ABI == 2 &&
 			   inline_paths,
-			   2, "1.5.0");
+			   2, 0, "1.5.0");
 }
