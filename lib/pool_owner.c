@@ -201,7 +201,8 @@ static __attribute__((noinline)) uint32_t drain_flush(struct ap_cache *c, uint32
  * decided as ap_owner_give_back() decides, and what it took pushed
  * back, one chain per AP_OUTBOX_BATCH_MIN.  At most max tokens; true if any.
  */
-static bool owner_drain_free(struct asyncpool *pool, struct ap_cache *c, uint32_t max)
+static __attribute__((noinline)) bool owner_drain_free(struct asyncpool *pool, struct ap_cache *c,
+						       uint32_t max)
 {
 	struct ap_inbox *b = c->box;
 	const uint64_t word = ap_owned_word(c->id, 0);
@@ -235,30 +236,28 @@ static bool owner_drain_free(struct asyncpool *pool, struct ap_cache *c, uint32_
 }
 
 /*
- * The owner's look at its inbox (c entered): each token decided with a
- * load and a store, into the cache (a batch flushed when it is full).
- * At most max tokens.  true if any.  The cache's n and lent and the
- * inbox's head stay in registers and are written once at the end (and
- * before a flush, which reads them): the owner is inside, so no one
- * else looks at them; what was taken and refused follows from how far
- * head and n moved.
+ * ap_owner_drain() from head on, top the next entry (top0 where this
+ * look began): every case, a token refused (counted), a full cache
+ * (a batch flushed), the generation's wrap.  The cache's n and lent
+ * and the inbox's head stay in registers and are written once at the
+ * end (and before a flush, which reads them): the owner is inside, so
+ * no one else looks at them; what was taken and refused follows from
+ * how far head and n moved.  Out of line, so that the common loop of
+ * ap_owner_drain() keeps its registers.
  */
-bool ap_owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max)
+static __attribute__((noinline)) bool drain_rest(struct asyncpool *pool, struct ap_cache *c,
+						 uint32_t head, uint32_t end, uint64_t *top,
+						 uint64_t *top0)
 {
 	struct ap_inbox *b = c->box;
 	ap_word *state = pool->fl.state;
 	_Atomic uint32_t *released = pool->released;
 	const uint64_t word = ap_owned_word(c->id, 0);
 	const uint32_t count = pool->fl.count, size = c->size, mask = b->mask;
-	const uint32_t head0 = b->head, end = head0 + max;
-	uint32_t head = head0, taken = 0, fenced = 0;
-	/* top: where the next one goes. */
-	uint64_t *top = &c->tok[ap_cache_n(c)], *top0 = top, *full = &c->tok[size];
+	const uint32_t head0 = b->head;
+	uint32_t taken = 0, fenced = 0;
+	uint64_t *full = &c->tok[size];
 
-	if (head == atomic_load_explicit(&b->tail, memory_order_relaxed))
-		return false;
-	if (!size)
-		return owner_drain_free(pool, c, max);
 	while (head != end) {
 		_Atomic uint64_t *slot = &b->slot[head & mask];
 		uint64_t tok = atomic_load_explicit(slot, memory_order_acquire);
@@ -292,6 +291,58 @@ bool ap_owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max)
 	ap_inbox_done(b);
 	if (head - head0 != taken)
 		count_refused(pool, head - head0 - taken, fenced);
+	return head != head0;
+}
+
+/*
+ * The owner's look at its inbox (c entered): each token decided with a
+ * load and a store, into the cache (a batch flushed when it is full).
+ * At most max tokens.  true if any.  Here the common token alone, the
+ * next lease of a buffer this cache lent, with room for it and no wrap
+ * to skip: everything else from the first other token on is
+ * drain_rest()'s.
+ */
+bool ap_owner_drain(struct asyncpool *pool, struct ap_cache *c, uint32_t max)
+{
+	struct ap_inbox *b = c->box;
+	ap_word *state = pool->fl.state;
+	_Atomic uint32_t *released = pool->released;
+	const uint64_t word = ap_owned_word(c->id, 0);
+	const uint32_t count = pool->fl.count, mask = b->mask;
+	const uint32_t head0 = b->head, end = head0 + max;
+	uint32_t head = head0;
+	uint64_t *top = &c->tok[ap_cache_n(c)], *const top0 = top, *const full = &c->tok[c->size];
+	uint64_t tok;
+
+	if (head == atomic_load_explicit(&b->tail, memory_order_relaxed))
+		return false;
+	if (!c->size)
+		return owner_drain_free(pool, c, max);
+	for (; head != end && top != full; head++) {
+		_Atomic uint64_t *slot = &b->slot[head & mask];
+		const uint32_t idx = AP_INBOX_INDEX(tok = atomic_load_explicit(slot, memory_order_acquire));
+		const uint32_t g = AP_TOKEN_GEN(tok);
+		const uint64_t w = word | g;
+
+		if (!tok)
+			goto done;
+		if (AP_UNLIKELY(idx >= count || g + 1 == 0 || ap_state_load(&state[idx]) != w))
+			break;
+		atomic_store_explicit(slot, 0, memory_order_relaxed);
+		AP_TEST_STALL(AP_TS_CACHE_CLAIM);
+		atomic_store_explicit(&state[idx], w + 1, memory_order_relaxed);
+		/* The sender wrote it if it could: then the line stays its own. */
+		if (!(AP_TOKEN_INDEX(tok) & AP_INBOX_HINTED))
+			atomic_store_explicit(&released[idx], g, memory_order_relaxed);
+		*top++ = AP_TOKEN_MAKE(g + 1, idx);
+	}
+	if (head != end)
+		return drain_rest(pool, c, head, end, top, top0);
+done:
+	b->head = head;
+	ap_cache_set_n(c, (uint32_t)(top - c->tok));
+	ap_cache_add_lent(c, -(int64_t)(top - top0));
+	ap_inbox_done(b);
 	return head != head0;
 }
 

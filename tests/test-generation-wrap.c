@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -110,6 +111,68 @@ static void adopt_wrap(struct asyncpool *pool, const char *what)
 	is_int((int)asyncpool_available(pool), N, "%s: back", what);
 }
 
+/*
+ * A lent buffer at generation 2^32 - 1, released on another thread
+ * (gathered, sent to its owner at the thread's exit) and decided by the
+ * owner's drain when its cache next refills: the next lease is of
+ * generation 1, and the word stays its owner's (an add alone would carry
+ * into the owner's bits and give generation 0).
+ */
+static uint64_t remote_token;
+static int remote_rc;
+
+static void *release_remote(void *arg)
+{
+	remote_rc = asyncpool_release_token(arg, remote_token);
+	return NULL;    /* its exit sends what it gathered */
+}
+
+static void drain_wrap(struct asyncpool *pool, const char *what)
+{
+	uint64_t t[N], w;
+	uint32_t i, owner;
+	pthread_t th;
+	int k, found = -1;
+
+	if (asyncpool_acquire_tokens(pool, &t[0], 1))
+		bail_out("%s: acquire", what);
+	i = (uint32_t)t[0];
+	w = atomic_load(&pool->fl.state[i]);
+	owner = AP_W_OWNER(w);
+	is_int(AP_W_KIND(w) == AP_K_CACHED && owner != 0, 1, "%s: the buffer is lent by its owner",
+	       what);
+	/* As if it had been lent 2^32 - 1 - g times more. */
+	atomic_store(&pool->fl.state[i], (w & ~(uint64_t)0xffffffffu) | 0xffffffffu);
+	atomic_store(&pool->released[i], 0xfffffffeu);
+	remote_token = (uint64_t)0xffffffffu << 32 | i;
+	if (pthread_create(&th, NULL, release_remote, pool) || pthread_join(th, NULL))
+		bail_out("%s: thread", what);
+	is_int(remote_rc, 0, "%s: released on another thread", what);
+	/* Lend until the buffer comes back: the refill that empties the
+	 * cache drains the inbox first. */
+	for (k = 0; k < N && found < 0; k++) {
+		if (asyncpool_acquire_tokens(pool, &t[k], 1))
+			break;
+		if ((uint32_t)t[k] == i)
+			found = k;
+	}
+	ok(found >= 0, "%s: lent again", what);
+	if (found >= 0) {
+		w = atomic_load(&pool->fl.state[i]);
+		is_int((int)(t[found] >> 32), 1, "%s: at generation 1", what);
+		is_int(AP_W_KIND(w) == AP_K_CACHED && AP_W_OWNER(w) == owner && AP_W_GEN(w) == 1, 1,
+		       "%s: its word its owner's at generation 1 (%#llx)", what, (unsigned long long)w);
+	} else {
+		ok(0, "%s: at generation 1", what);
+		ok(0, "%s: its word its owner's at generation 1", what);
+	}
+	is_int(asyncpool_release_tokens(pool, t, (unsigned int)k), 0, "%s: released", what);
+	is_int(bad_releases(pool), 0, "%s: nothing refused", what);
+	is_int(asyncpool_cache_flush(pool), 0, "%s: flush", what);
+	is_int((int)asyncpool_available(pool), N, "%s: every buffer is free", what);
+	is_int(asyncpool_check(pool), 0, "%s: check", what);
+}
+
 #define CHECKS 25                       /* per pool */
 
 int main(void)
@@ -119,7 +182,7 @@ int main(void)
 	struct asyncpool_shared *sp;
 	struct asyncpool *pool;
 
-	plan(4 * CHECKS + 3);
+	plan(4 * CHECKS + 3 + 11);
 	is_int((int)ap_gen_next(0xffffffffu), 1, "the generation after 2^32 - 1 is 1");
 	is_int((int)ap_gen_prev(1), (int)0xffffffffu, "and the one before 1 is 2^32 - 1");
 	if (asyncpool_proactor_create_memory(&p))
@@ -132,6 +195,9 @@ int main(void)
 		adopt_wrap(pool, name);
 		is_int(asyncpool_destroy(pool), 0, "%s: destroy", name);
 	}
+	pool = make_pool(p, BS, N, 4);
+	drain_wrap(pool, "an owner's drain");
+	is_int(asyncpool_destroy(pool), 0, "an owner's drain: destroy");
 	for (int cached = 0; cached < 2; cached++) {
 		const char *name = cached ? "shared cached" : "shared";
 

@@ -43,6 +43,7 @@
 #include "tap.h"
 #include "testutil.h"
 #include "hooks.h"
+#include "../lib/pool_inbox.h"
 
 #define CAP 64
 /* Each case runs twice: caches of 16, then none (a local pool without
@@ -950,6 +951,61 @@ static void high_generation(void)
 	is_int(asyncpool_destroy(p), 0, "high generation: destroy");
 }
 
+/*
+ * What the owner's drain decides besides the common token (its loop
+ * leaves the rest to drain_rest()): a token its sender did not mark
+ * (the released[] hint was behind: a generation farther than the next
+ * one goes to the owner unmarked), taken, and then the owner writes the
+ * hint; and a token whose index is far out of range, which nothing but
+ * corruption puts in an inbox, refused and counted without a read of
+ * its word.  Caches with entries only (a cache of none drains into the
+ * freelist).
+ */
+static uint64_t remote_tok;
+static int remote_rc;
+
+static void *release_remote(void *arg)
+{
+	remote_rc = asyncpool_release_token(arg, remote_tok);
+	return NULL;    /* its exit sends what it gathered */
+}
+
+static void drain_unmarked_and_forged(void)
+{
+	struct asyncpool *p;
+	struct ap_cache *c;
+	uint64_t t, forged = (uint64_t)5 << 32 | 0x7fffffffu, bad;
+	uint32_t i, g;
+	pthread_t th;
+
+	if (!cache_size)
+		return;
+	p = make_pool(proactor, 64, CAP, CACHE);
+	if (asyncpool_acquire_tokens(p, &t, 1))
+		bail_out("drain: acquire");
+	i = (uint32_t)t;
+	g = (uint32_t)(t >> 32);
+	c = (struct ap_cache *)asyncpool_inline_cache();
+	bad = bad_releases(p);
+	/* The hint three generations behind: the release goes unmarked. */
+	atomic_store(&p->released[i], g - 3);
+	remote_tok = t;
+	if (pthread_create(&th, NULL, release_remote, p) || pthread_join(th, NULL))
+		bail_out("drain: thread");
+	is_int(remote_rc, 0, "drain: an unmarked release on another thread is sent");
+	is_int(atomic_load(&p->released[i]), g - 3, "drain: its sender left the hint");
+	is_int(ap_inbox_send(c->box, &forged, 1), 1, "drain: a token of index 2^31 - 1 in the inbox");
+	is_int(asyncpool_cache_flush(p), 0, "drain: the owner drains and flushes");
+	is_int(atomic_load(&p->released[i]), g, "drain: the owner took the unmarked one and wrote the hint");
+	is_int(bad_releases(p) - bad, 1, "drain: the forged one refused and counted");
+	remote_tok = t;
+	if (pthread_create(&th, NULL, release_remote, p) || pthread_join(th, NULL))
+		bail_out("drain: thread");
+	is_int(remote_rc, -ESTALE, "drain: a copy of the unmarked one refused at once");
+	whole(p, "drain");
+	is_int(asyncpool_destroy(p), 0, "drain: destroy");
+}
+
 /* ---- waiter ---- */
 
 static struct {
@@ -1120,6 +1176,7 @@ int main(void)
 		bad_token_then_holder();
 		gathered_then_bad();
 		high_generation();
+		drain_unmarked_and_forged();
 		waiter_wakes();
 		big_batches();
 	}
