@@ -44,6 +44,9 @@
  * in the certain race of its own (inline_race(), below). */
 void inline_loaded(void);
 #define __ASYNCPOOL_TEST_PUT_SHARED_LOADED() inline_loaded()
+/* The header's gather stops here after its checks (gather_race(), below). */
+void inline_gathered(void);
+#define __ASYNCPOOL_TEST_GATHER_CHECKED() inline_gathered()
 
 #include <errno.h>
 #include <pthread.h>
@@ -302,6 +305,91 @@ static void inline_race(void)
 	is_int(asyncpool_destroy(ir.pool), 0, "inline race: destroy");
 }
 
+/*
+ * Two copies of a local pool's lent buffer released through the header
+ * at once on two other threads (since 1.8, each gathered into its
+ * thread's outbox for the owner): one stops after its checks, before it
+ * writes the released[] hint, until the other's gather is complete, so
+ * both pass the hint and both go to the owner.  The owner's drain
+ * decides them by the word: one taken, one refused and counted, the
+ * pool whole (tests/mutants/owner-drain-fast-unchecked: both cached).
+ */
+static __thread bool stop_gathered;
+static struct {
+	struct asyncpool *pool;
+	uint64_t token, first[2];
+	int rc[2], first_rc[2];
+	uint64_t exported[2];
+	_Atomic int warm, gathered, released;
+} gr;
+
+void inline_gathered(void)
+{
+	if (!stop_gathered)
+		return;
+	stop_gathered = false;
+	atomic_store(&gr.gathered, 1);
+	while (!atomic_load(&gr.released))
+		sched_yield();
+}
+
+static void *gather_worker(void *arg)
+{
+	int me = (int)(intptr_t)arg;
+	uint64_t t, before;
+
+	/* this thread's cache of the pool, used last; its outbox given to
+	 * the owner by a first release, the library's */
+	if (asyncpool_acquire_tokens(gr.pool, &t, 1) == 0)
+		(void)asyncpool_release_token(gr.pool, t);
+	gr.first_rc[me] = asyncpool_release_token(gr.pool, gr.first[me]);
+	atomic_fetch_add(&gr.warm, 1);
+	while (atomic_load(&gr.warm) != 2)
+		sched_yield();
+	before = ap_test_exported_calls;
+	if (me == 0) {
+		stop_gathered = true;
+		gr.rc[0] = asyncpool_release_token(gr.pool, gr.token);
+		gr.exported[0] = ap_test_exported_calls - before;
+	} else {
+		while (!atomic_load(&gr.gathered))
+			sched_yield();
+		gr.rc[1] = asyncpool_release_token(gr.pool, gr.token);
+		gr.exported[1] = ap_test_exported_calls - before;
+		atomic_store(&gr.released, 1);
+	}
+	return NULL;    /* its exit sends what it gathered */
+}
+
+static void gather_race(void)
+{
+	struct asyncpool_stats st = { .size = sizeof(st) };
+	pthread_t t[2];
+
+	memset(&gr, 0, sizeof(gr));
+	if (asyncpool_create(region, &gr.pool) || asyncpool_set_cache(gr.pool, CACHE))
+		bail_out("create");
+	if (asyncpool_acquire_tokens(gr.pool, &gr.token, 1) ||
+	    asyncpool_acquire_tokens(gr.pool, &gr.first[0], 1) ||
+	    asyncpool_acquire_tokens(gr.pool, &gr.first[1], 1))
+		bail_out("acquire");
+	for (int i = 0; i < 2; i++)
+		if (pthread_create(&t[i], NULL, gather_worker, (void *)(intptr_t)i))
+			bail_out("pthread_create");
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	is_int(gr.first_rc[0] | gr.first_rc[1], 0, "gather race: the outboxes' first releases");
+	is_int(gr.rc[0], 0, "gather race: the copy stopped after its checks was gathered");
+	is_int(gr.rc[1], 0, "gather race: so was the other");
+	is_int((int)(gr.exported[0] + gr.exported[1]), 0, "gather race: both by the header alone");
+	is_int(asyncpool_cache_flush(gr.pool), 0, "gather race: the owner drains");
+	asyncpool_stats(gr.pool, &st);
+	is_int(st.bad_releases, 1, "gather race: one copy refused by the owner, counted");
+	is_int(asyncpool_check(gr.pool), 0, "gather race: the audit is clean");
+	is_int(asyncpool_available(gr.pool), CAP, "gather race: every buffer free once");
+	is_int(asyncpool_destroy(gr.pool), 0, "gather race: destroy");
+}
+
 enum outcome { REFUSED, DETECTED, SILENT, DUPLICATE };
 
 /* Note got[from..n) in seen[]; true if one was already there. */
@@ -436,6 +524,7 @@ int main(void)
 		is_int(asyncpool_destroy(pool), 0, "shared layout, no cache: destroy");
 	}
 	inline_race();
+	gather_race();
 
 	for (int i = 0; i < 2; i++)
 		if (pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i))
