@@ -89,7 +89,11 @@ struct ap_cache {
 	void            (*recycle)(void *ctx, uint32_t buffer_index); /* its leases' */
 	struct asyncpool_region *region;
 	size_t            buffer_size;
-	uint64_t          reserved[2];
+	struct asyncpool *gate;         /* pool while bypass is 0 (ap_cache_set_bypass()), else NULL */
+#if UINTPTR_MAX < UINT64_MAX
+	uint32_t          __gate_pad;
+#endif
+	uint64_t          reserved1;
 	/* The library's alone from here. */
 	uint32_t          batch;
 	/*
@@ -145,6 +149,20 @@ static inline bool ap_cache_enter(struct ap_cache *c)
 		return false;
 	}
 	return true;
+}
+
+/*
+ * Close cache c to its owner (bypass) or open it again: bypass, which
+ * the library's owner paths and the inline code of 1.6 to 1.8 read,
+ * and gate, which the inline code since 1.9 compares with the pool in
+ * its place (inline.h): the pool while open, NULL while closed or of no
+ * pool.  order: relaxed before a flusher's membarrier(2), release when
+ * it opens the cache after writing it.
+ */
+static inline void ap_cache_set_bypass(struct ap_cache *c, bool bypass, int order)
+{
+	__atomic_store_n(&c->gate, bypass ? NULL : c->pool, order);
+	__atomic_store_n(&c->bypass, bypass ? 1u : 0u, order);
 }
 
 static inline void ap_cache_leave(struct ap_cache *c)

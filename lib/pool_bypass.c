@@ -42,13 +42,13 @@ bool ap_bypass_all(struct asyncpool *pool)
 		return false;
 	for (struct ap_cache *c = pool->caches; c; c = c->reg_next)
 		if (!__atomic_load_n(&c->bypass, __ATOMIC_RELAXED)) {
-			__atomic_store_n(&c->bypass, 1, __ATOMIC_RELAXED);
+			ap_cache_set_bypass(c, true, __ATOMIC_RELAXED);
 			raised = true;
 		}
 	if (raised && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
 		/* Registered, so it cannot fail; if it did, undo. */
 		for (struct ap_cache *c = pool->caches; c; c = c->reg_next)
-			__atomic_store_n(&c->bypass, pool->local_waiters ? 1 : 0, __ATOMIC_RELEASE);
+			ap_cache_set_bypass(c, pool->local_waiters != 0, __ATOMIC_RELEASE);
 		return false;
 	}
 	for (struct ap_cache *c = pool->caches; c; c = c->reg_next)
@@ -64,5 +64,5 @@ void ap_bypass_end(struct asyncpool *pool)
 	if (pool->local_waiters)
 		return;
 	for (struct ap_cache *c = pool->caches; c; c = c->reg_next)
-		__atomic_store_n(&c->bypass, 0, __ATOMIC_RELEASE);
+		ap_cache_set_bypass(c, false, __ATOMIC_RELEASE);
 }

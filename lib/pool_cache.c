@@ -62,7 +62,8 @@ AP_SAME_FIELD(released);
 AP_SAME_FIELD(recycle);
 AP_SAME_FIELD(region);
 AP_SAME_FIELD(buffer_size);
-AP_SAME_FIELD(reserved);
+AP_SAME_FIELD(gate);
+AP_SAME_FIELD(reserved1);
 /* An outbox is the inline ABI's, field for field, and so are their number and the hint's bit. */
 _Static_assert(sizeof(struct ap_outbox) == sizeof(struct asyncpool_inline_outbox) &&
 		       offsetof(struct ap_outbox, owner) == offsetof(struct asyncpool_inline_outbox, owner) &&
@@ -135,6 +136,7 @@ static void cache_publish(struct ap_cache *c, struct asyncpool *pool)
 	 * a cache whose owner's release is inline (below) and that lends. */
 	c->outboxes = c->outbox;
 	c->outbox_limit = c->size && pool->fl.lazy && c->id ? pool->outbox_batch : 0;
+	ap_cache_set_bypass(c, c->bypass != 0, __ATOMIC_RELAXED);   /* the gate: pool, or NULL */
 	__atomic_store_n(&c->abi,
 			 !c->size ? 0 :
 			 pool->fl.lazy ? (c->id ? inline_abi() : 0) :

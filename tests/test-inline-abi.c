@@ -141,38 +141,72 @@ static void rounds(struct asyncpool *pool, const char *what, int inline_expected
 }
 
 /*
- * The calling thread's cache of pool while another thread has it (its
- * bypass set, as a flusher or a waiter sets it): the inline code stays
- * out, every call is the library's (which uses the freelist), the
- * cache's entries are not touched.
+ * The calling thread's cache of pool while another thread has it, as a
+ * flusher or a waiter takes it (pool_bypass.c): bypass set, which the
+ * library's paths and the inline code before 1.9 read, and the gate
+ * closed (NULL), which this header's inline code reads.  The inline code
+ * stays out, every call is the library's (which uses the freelist), the
+ * cache's entries are not touched.  Then the gate closed alone: this
+ * header's inline code reads nothing else (the library, which reads
+ * bypass, may use the cache).  Then the library's own flush, which
+ * closes every cache and opens it again: the gate is the pool again,
+ * and the pairs are inline again.
  */
-static void window(struct asyncpool *pool, const char *what)
+static int window_pairs(struct asyncpool *pool, int pairs)
+{
+	struct asyncpool_lease l;
+	uint64_t t, tb[2];
+	int wrong = 0;
+
+	for (int i = 0; i < pairs; i++) {
+		wrong += asyncpool_acquire_tokens(pool, &t, 1) != 0;
+		wrong += asyncpool_release_token(pool, t) != 0;
+		wrong += asyncpool_acquire(pool, &l) != 0;
+		asyncpool_lease_release(&l);
+		wrong += asyncpool_lease_held(&l);
+		wrong += asyncpool_acquire_tokens(pool, tb, 2) != 0;
+		wrong += asyncpool_release_tokens(pool, tb, 2) != 0;
+	}
+	return wrong;
+}
+
+static void window(struct asyncpool *pool, const char *what, int inline_expected, int bulk_exported)
 {
 	struct asyncpool_inline_cache *c = (struct asyncpool_inline_cache *)asyncpool_inline_cache();
-	struct asyncpool_lease l;
-	uint64_t t, tb[2], before, bad = bad_releases(pool);
+	uint64_t before, bad = bad_releases(pool);
 	uint32_t n;
 	int wrong = 0;
 
 	if (c->pool != pool)
 		bail_out("%s: not the thread's cache of the pool", what);
+	ok(c->gate == pool, "%s: the cache's gate is its pool", what);
 	n = c->n;
 	__atomic_store_n(&c->bypass, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&c->gate, NULL, __ATOMIC_SEQ_CST);
 	before = ap_test_exported_calls;
-	wrong += asyncpool_acquire_tokens(pool, &t, 1) != 0;
-	wrong += asyncpool_release_token(pool, t) != 0;
-	wrong += asyncpool_acquire(pool, &l) != 0;
-	asyncpool_lease_release(&l);
-	wrong += asyncpool_lease_held(&l);
-	wrong += asyncpool_acquire_tokens(pool, tb, 2) != 0;
-	wrong += asyncpool_release_tokens(pool, tb, 2) != 0;
+	wrong += window_pairs(pool, 1);
 	is_int(c->n, n, "%s, the cache taken: its entries untouched", what);
 	is_int(ap_test_exported_calls - before, 6, "%s, the cache taken: every call exported", what);
 	__atomic_store_n(&c->bypass, 0, __ATOMIC_SEQ_CST);
+	before = ap_test_exported_calls;
+	wrong += window_pairs(pool, 1);
+	is_int(ap_test_exported_calls - before, 6, "%s, the gate closed alone: every call exported", what);
+	__atomic_store_n(&c->gate, pool, __ATOMIC_SEQ_CST);
 	is_int(wrong, 0, "%s, the cache taken: every acquire and release right", what);
 	is_int(c->busy, 0, "%s: the owner is not inside its cache", what);
 	is_int(bad_releases(pool) - bad, 0, "%s, the cache taken: no release refused", what);
 	is_int(asyncpool_check(pool), 0, "%s, the cache taken: check", what);
+
+	/* The library's flush: every cache closed, then opened again. */
+	if (asyncpool_cache_flush(pool) < 0 || window_pairs(pool, 1))
+		bail_out("%s: flush", what);
+	before = ap_test_exported_calls;
+	wrong = window_pairs(pool, 10);
+	ok(c->gate == pool && c->bypass == 0, "%s, flushed: the gate is the pool again, bypass 0", what);
+	is_int(ap_test_exported_calls - before, !inline_expected ? 60 : bulk_exported ? 20 : 0,
+	       "%s, flushed: %s", what, !inline_expected ? "every call exported" :
+				   bulk_exported ? "no exported call but the bulks" : "no exported call");
+	is_int(wrong, 0, "%s, flushed: every acquire and release right", what);
 }
 
 /*
@@ -375,6 +409,37 @@ static void outboxes(struct asyncpool *pool, const char *what)
 	is_int(asyncpool_check(pool), 0, "%s: check", what);
 }
 
+/*
+ * Two pools alike, so that their buffers have the same indices,
+ * generations and owner id: a lease of a, released while the thread's
+ * cache is b's (its last used), where b's buffer of that index is lent
+ * at that generation too.  The inline release enters a cache only for
+ * the lease's own pool (its context against the cache's gate): b's
+ * cache must not take a's buffer, whose word would match.
+ */
+static void two_pools(struct asyncpool_proactor *p)
+{
+	struct asyncpool *a = make_pool(p, 64, N, CACHE), *b = make_pool(p, 64, N, CACHE);
+	struct asyncpool_lease la, lb;
+
+	if (asyncpool_acquire(a, &la) || asyncpool_acquire(b, &lb))
+		bail_out("two pools: acquire");
+	ok(la.buffer_index == lb.buffer_index && la.generation == lb.generation &&
+		   asyncpool_inline_cache()->pool == b,
+	   "two pools: the same index %u and generation %u lent by each; the thread's cache is the second's",
+	   la.buffer_index, la.generation);
+	asyncpool_lease_release(&la);
+	asyncpool_lease_release(&lb);
+	is_int(bad_releases(a) + bad_releases(b), 0, "two pools: each lease released into its own pool");
+	asyncpool_cache_flush(a);
+	asyncpool_cache_flush(b);
+	ok(asyncpool_available(a) == N && asyncpool_available(b) == N &&
+		   asyncpool_check(a) == 0 && asyncpool_check(b) == 0,
+	   "two pools: both full and sound");
+	asyncpool_destroy(a);
+	asyncpool_destroy(b);
+}
+
 /* Pool has a cache of this thread that publishes no version: every call exported. */
 static void left_to_the_library(struct asyncpool *pool, const char *what)
 {
@@ -401,14 +466,15 @@ int main(void)
 	size_t size;
 	void *mem;
 
-	plan(4 * 15 + 2 * 6 + 2 * 12 + 5 + 4 + 1 + 22);
+	plan(4 * 15 + 2 * 11 + 2 * 12 + 5 + 4 + 1 + 22 + 3);
 	if (asyncpool_proactor_create_memory(&p))
 		bail_out("proactor");
 
 	pool = make_pool(p, 64, N, CACHE);
 	rounds(pool, BUILT_INLINE ? "this header's layout" :
 		     "a layout the library does not publish", BUILT_INLINE, 0);
-	window(pool, BUILT_INLINE ? "this header's layout" : "a layout the library does not publish");
+	window(pool, BUILT_INLINE ? "this header's layout" : "a layout the library does not publish",
+	       BUILT_INLINE, 0);
 	outboxes(pool, "another thread's release of this cache's lent buffers");
 	is_int(asyncpool_inline_cache()->abi, ASYNCPOOL_INLINE_ABI,
 	       "the library publishes layout version %u", ASYNCPOOL_INLINE_ABI);
@@ -423,6 +489,8 @@ int main(void)
 	       "the library publishes version %u", ASYNCPOOL_INLINE_ABI + 1);
 	asyncpool_destroy(pool);
 	ap_test_hook_inline_abi = 0;
+
+	two_pools(p);
 
 	/* The caches the inline code must leave alone. */
 	pool = make_pool(p, 64, N, 0);
@@ -449,7 +517,7 @@ int main(void)
 			rounds(pool, BUILT_INLINE ? "a shared pool's cache, this header's layout" :
 				     "a shared pool's cache, a layout the library does not publish",
 			       BUILT_INLINE, 1);
-			window(pool, "a shared pool's cache");
+			window(pool, "a shared pool's cache", BUILT_INLINE, 1);
 			shared_words(pool, mem, "a shared pool's cache");
 			is_int(asyncpool_inline_cache()->abi, ASYNCPOOL_INLINE_ABI_SHARED,
 			       "a shared pool's cache publishes version %#x", ASYNCPOOL_INLINE_ABI_SHARED);

@@ -35,7 +35,7 @@
 #ifdef ASYNCPOOL_INLINE_PATHS
 
 /* The parts a variant keeps. */
-#define INL_WINDOW      1u      /* busy, bypass; the leave: n and busy = 0 in one store */
+#define INL_WINDOW      1u      /* busy, the gate; the leave: n and busy = 0 in one store */
 #define INL_OWNER_HINT  2u      /* owner_of[] read before the word */
 #define INL_RELEASED    4u      /* the released[] hint stored */
 #define INL_RECHECK     8u      /* the release looks up the thread's cache again */
@@ -83,20 +83,23 @@ static struct asyncpool_inline_cache *inl_cache(struct asyncpool *pool)
 {
 	struct asyncpool_inline_cache *c = asyncpool_inline_tc;
 
-	if (__builtin_expect(c->abi != ASYNCPOOL_INLINE_ABI || c->pool != pool, 0))
+	(void)pool;     /* compared with the gate on entering, as the header does */
+	if (__builtin_expect(c->abi != ASYNCPOOL_INLINE_ABI, 0))
 		abort();
 	return c;
 }
 
-/* Enter the cache the way parts says (busy, then bypass) and return its count. */
+/* Enter the cache of pool the way parts says (busy, then the gate) and return its count. */
 static inline __attribute__((always_inline)) uint32_t
-inl_enter(struct asyncpool_inline_cache *c, const unsigned parts)
+inl_enter(struct asyncpool_inline_cache *c, const struct asyncpool *pool, const unsigned parts)
 {
 	if (parts & INL_WINDOW) {
 		__atomic_store_n(&c->busy, 1, __ATOMIC_RELAXED);
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		if (__builtin_expect(__atomic_load_n(&c->bypass, __ATOMIC_ACQUIRE), 0))
+		if (__builtin_expect(__atomic_load_n(&c->gate, __ATOMIC_ACQUIRE) != pool, 0))
 			abort();
+	} else if (__builtin_expect(c->pool != pool, 0)) {
+		abort();
 	}
 	return __atomic_load_n(&c->n, __ATOMIC_RELAXED);
 }
@@ -131,7 +134,7 @@ static inline __attribute__((always_inline)) uint64_t inl_loop(struct asyncpool 
 		/* take */
 		if (parts & INL_RECHECK)
 			c = inl_cache(pool);
-		n = inl_enter(c, parts);
+		n = inl_enter(c, pool, parts);
 		if (__builtin_expect(n == 0, 0))
 			abort();
 		if (parts & INL_TWO_ARRAYS)
@@ -149,7 +152,7 @@ static inline __attribute__((always_inline)) uint64_t inl_loop(struct asyncpool 
 		gen = (uint32_t)(t >> 32);
 		if (__builtin_expect(idx >= c->count || gen - 1u >= 0xfffffffeu, 0))
 			abort();
-		n = inl_enter(c, parts);
+		n = inl_enter(c, pool, parts);
 		w = c->owned | gen;
 		if (__builtin_expect(n == c->size, 0))
 			abort();
@@ -193,8 +196,8 @@ static inline __attribute__((always_inline)) uint64_t inl_loop(struct asyncpool 
  * and cgen[] with INL_TWO_ARRAYS).
  */
 static inline __attribute__((always_inline)) void
-inl_bulk_put(struct asyncpool_inline_cache *c, const uint64_t *t, const uint32_t k,
-	     const unsigned parts, uint32_t *cidx, uint32_t *cgen)
+inl_bulk_put(struct asyncpool_inline_cache *c, const struct asyncpool *pool, const uint64_t *t,
+	     const uint32_t k, const unsigned parts, uint32_t *cidx, uint32_t *cgen)
 {
 	uint32_t m, j, ok = 1, count = c->count;
 
@@ -202,7 +205,7 @@ inl_bulk_put(struct asyncpool_inline_cache *c, const uint64_t *t, const uint32_t
 		ok &= ((uint32_t)t[j] < count) & ((uint32_t)(t[j] >> 32) - 1u < 0xfffffffeu);
 	if (__builtin_expect(!ok, 0))
 		abort();
-	m = inl_enter(c, parts);
+	m = inl_enter(c, pool, parts);
 	if (__builtin_expect(k > c->size - m, 0))
 		abort();
 	{
@@ -247,7 +250,7 @@ inl_bulk_loop(struct asyncpool *pool, unsigned long ops, const unsigned parts)
 
 		/* take the top K, in stack order */
 		c = inl_cache(pool);
-		m = inl_enter(c, parts);
+		m = inl_enter(c, pool, parts);
 		if (__builtin_expect(m < K, 0))
 			abort();
 		if (parts & INL_TWO_ARRAYS) {
@@ -263,7 +266,7 @@ inl_bulk_loop(struct asyncpool *pool, unsigned long ops, const unsigned parts)
 		acc += (uint32_t)t[0];
 
 		/* put K back: every token checked first, then each decided */
-		inl_bulk_put(inl_cache(pool), t, K, parts, cidx, cgen);
+		inl_bulk_put(inl_cache(pool), pool, t, K, parts, cidx, cgen);
 	}
 	if (parts & INL_TWO_ARRAYS)
 		inl_two_arrays_back(c, cidx);
@@ -288,7 +291,7 @@ inl_lease_bulk(struct asyncpool *pool, unsigned long ops, const int floor)
 		uint32_t m, j, ok = 1;
 
 		c = inl_cache(pool);
-		m = inl_enter(c, INL_ALL);
+		m = inl_enter(c, pool, INL_ALL);
 		if (__builtin_expect(m < K, 0))
 			abort();
 		if (floor) {
@@ -309,7 +312,7 @@ inl_lease_bulk(struct asyncpool *pool, unsigned long ops, const int floor)
 			}
 		} else {
 			for (j = 0; j < K; j++)
-				__asyncpool_lease(c, c->tok[m - K + j], &l[j]);
+				__asyncpool_lease(c, pool, c->tok[m - K + j], &l[j]);
 		}
 		inl_leave(c, m - K, INL_ALL);
 		__asm__ volatile("" : : "r"(l) : "memory");     /* the caller's use of the leases */
@@ -328,7 +331,7 @@ inl_lease_bulk(struct asyncpool *pool, unsigned long ops, const int floor)
 		}
 		if (__builtin_expect(!ok, 0))
 			abort();
-		inl_bulk_put(c, t, K, INL_ALL, NULL, NULL);
+		inl_bulk_put(c, pool, t, K, INL_ALL, NULL, NULL);
 	}
 	return acc;
 }
@@ -369,9 +372,9 @@ static __attribute__((noinline)) uint64_t inl_shared_loop(struct asyncpool *pool
 
 		/* take */
 		c = asyncpool_inline_tc;
-		if (__builtin_expect(c->abi != ASYNCPOOL_INLINE_ABI_SHARED || c->pool != pool, 0))
+		if (__builtin_expect(c->abi != ASYNCPOOL_INLINE_ABI_SHARED, 0))
 			abort();
-		n = inl_enter(c, INL_WINDOW);
+		n = inl_enter(c, pool, INL_WINDOW);
 		if (__builtin_expect(n == 0, 0))
 			abort();
 		t = c->tok[n - 1];
@@ -387,13 +390,13 @@ static __attribute__((noinline)) uint64_t inl_shared_loop(struct asyncpool *pool
 
 		/* put */
 		c = asyncpool_inline_tc;
-		if (__builtin_expect(c->abi != ASYNCPOOL_INLINE_ABI_SHARED || c->pool != pool, 0))
+		if (__builtin_expect(c->abi != ASYNCPOOL_INLINE_ABI_SHARED, 0))
 			abort();
 		idx = (uint32_t)t;
 		gen = (uint32_t)(t >> 32);
 		if (__builtin_expect(idx >= c->count || gen - 1u >= 0xfffffffeu, 0))
 			abort();
-		n = inl_enter(c, INL_WINDOW);
+		n = inl_enter(c, pool, INL_WINDOW);
 		if (__builtin_expect(n == c->size, 0))
 			abort();
 		w = __atomic_load_n(&c->state[idx], __ATOMIC_RELAXED);

@@ -104,7 +104,12 @@ struct asyncpool_inline_outbox {
  * readers before 1.8 ignore: a library that does not gather into them
  * in this format publishes outbox_limit 0 (as libraries before 1.8
  * do, whose reserved fields are 0), and the inline code then leaves
- * such a release to the exported call.
+ * such a release to the exported call.  Since 1.9 a third, gate, is
+ * the pool while the cache is open to its owner (it is the pool's, and
+ * bypass is 0), NULL otherwise: the inline code compares it with the
+ * pool once inside (__asyncpool_enter_pool()), one compare for the
+ * pool and the window.  A library before 1.9 publishes 0 there, and
+ * the inline code then calls it.
  */
 struct asyncpool_inline_cache {
 	uint32_t          abi;         /* ASYNCPOOL_INLINE_ABI, or another: the exported calls */
@@ -128,7 +133,11 @@ struct asyncpool_inline_cache {
 	void            (*recycle)(void *ctx, uint32_t buffer_index); /* its leases' callback */
 	struct asyncpool_region *region;
 	size_t            buffer_size;
-	uint64_t          reserved[2];
+	struct asyncpool *gate;        /* since 1.9: pool while its owner may enter, else NULL (below) */
+#if UINTPTR_MAX < UINT64_MAX
+	uint32_t          __gate_pad;  /* 8 bytes on every target, as reserved[0] was */
+#endif
+	uint64_t          reserved1;
 };
 
 /*
@@ -162,46 +171,49 @@ extern __thread struct asyncpool_inline_cache *asyncpool_inline_tc
 #define __asyncpool_likely(x)   __builtin_expect(!!(x), 1)
 #define __asyncpool_unlikely(x) __builtin_expect(!!(x), 0)
 
-/* The calling thread's cache, if it is pool's and of the layout this header reads. */
+/*
+ * The calling thread's cache, if it is of the layout this header reads
+ * (whose pool it is, __asyncpool_enter_pool() tells).  The version
+ * first: nothing else of the layout is read or written unless it is
+ * this header's.  A cache of no pool, or of a destroyed one, publishes
+ * no version.
+ */
 ASYNCPOOL_GNU_INLINE struct asyncpool_inline_cache *
-__asyncpool_cache_of(const struct asyncpool *pool)
+__asyncpool_local_cache(void)
 {
 	struct asyncpool_inline_cache *c = asyncpool_inline_tc;
 
-	/* The version first: nothing else of the layout is read unless it
-	 * is this header's.  A cache of no pool, or of a destroyed one,
-	 * publishes no version. */
-	if (__asyncpool_likely(c->abi == ASYNCPOOL_INLINE_ABI_EXPECTED && c->pool == pool))
+	if (__asyncpool_likely(c->abi == ASYNCPOOL_INLINE_ABI_EXPECTED))
 		return c;
 	return NULL;
 }
 
 /* The same for a shared pool's cache (ASYNCPOOL_INLINE_ABI_SHARED). */
 ASYNCPOOL_GNU_INLINE struct asyncpool_inline_cache *
-__asyncpool_shared_cache_of(const struct asyncpool *pool)
+__asyncpool_shared_cache(void)
 {
 	struct asyncpool_inline_cache *c = asyncpool_inline_tc;
 
 	/* The version loaded again (an atomic load is not merged with the
 	 * local check's): the local fast path then compares it in memory. */
-	if (__asyncpool_likely(__atomic_load_n(&c->abi, __ATOMIC_RELAXED) == __ASYNCPOOL_SHARED_EXPECTED &&
-			       c->pool == pool))
+	if (__asyncpool_likely(__atomic_load_n(&c->abi, __ATOMIC_RELAXED) == __ASYNCPOOL_SHARED_EXPECTED))
 		return c;
 	return NULL;
 }
 
 /*
- * The owner's window: busy, a compiler barrier, then bypass; a thread
- * that takes the caches stores bypass, runs membarrier(2) and waits
- * while busy, so that one of the two sees the other.  0 if the cache
- * is taken: the caller leaves it alone.
+ * The owner's window into its cache of pool (a local pool's, this
+ * layout): busy, a compiler barrier, then gate, which the library
+ * keeps at the pool while the cache is the pool's and no other thread
+ * has it, and sets to NULL, with bypass, before a thread takes it.  One
+ * load and compare say the cache is pool's and open.  0 otherwise.
  */
 ASYNCPOOL_GNU_INLINE int
-__asyncpool_enter(struct asyncpool_inline_cache *c)
+__asyncpool_enter_pool(struct asyncpool_inline_cache *c, const struct asyncpool *pool)
 {
 	__atomic_store_n(&c->busy, 1, __ATOMIC_RELAXED);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (__asyncpool_unlikely(__atomic_load_n(&c->bypass, __ATOMIC_ACQUIRE))) {
+	if (__asyncpool_unlikely(__atomic_load_n(&c->gate, __ATOMIC_ACQUIRE) != pool)) {
 		__atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
 		return 0;
 	}
@@ -242,11 +254,12 @@ __asyncpool_leave_n(struct asyncpool_inline_cache *c, uint32_t n)
  * 0: the exported call's case.
  */
 ASYNCPOOL_GNU_INLINE int
-__asyncpool_put_enter(struct asyncpool_inline_cache *c, uint32_t idx, uint32_t gen, uint32_t *n)
+__asyncpool_put_enter(struct asyncpool_inline_cache *c, const struct asyncpool *pool, uint32_t idx,
+		      uint32_t gen, uint32_t *n)
 {
 	if (__asyncpool_unlikely(idx >= c->count || gen - 1u >= 0xfffffffeu))
 		return 0;
-	if (__asyncpool_unlikely(!__asyncpool_enter(c)))
+	if (__asyncpool_unlikely(!__asyncpool_enter_pool(c, pool)))
 		return 0;
 	*n = __atomic_load_n(&c->n, __ATOMIC_RELAXED);
 	return 1;
@@ -260,11 +273,11 @@ __asyncpool_put_enter(struct asyncpool_inline_cache *c, uint32_t idx, uint32_t g
  * library's that a lend leaves alone): one store, n.
  */
 ASYNCPOOL_GNU_INLINE int
-__asyncpool_take(struct asyncpool_inline_cache *c, uint64_t *t)
+__asyncpool_take(struct asyncpool_inline_cache *c, const struct asyncpool *pool, uint64_t *t)
 {
 	uint32_t n;
 
-	if (__asyncpool_likely(__asyncpool_enter(c))) {
+	if (__asyncpool_likely(__asyncpool_enter_pool(c, pool))) {
 		/* n only once inside: a thread that took the cache may have emptied it. */
 		n = __atomic_load_n(&c->n, __ATOMIC_RELAXED);
 		if (__asyncpool_likely(n != 0)) {
@@ -335,13 +348,13 @@ __asyncpool_gather(struct asyncpool_inline_cache *c, uint32_t o, uint32_t idx, u
  * thread refuse a copy of this lease at once.
  */
 ASYNCPOOL_GNU_INLINE int
-__asyncpool_put(struct asyncpool_inline_cache *c, uint64_t token)
+__asyncpool_put(struct asyncpool_inline_cache *c, const struct asyncpool *pool, uint64_t token)
 {
 	const uint32_t idx = (uint32_t)token, gen = (uint32_t)(token >> 32);
 	uint64_t w;
 	uint32_t n, o;
 
-	if (__asyncpool_unlikely(!__asyncpool_put_enter(c, idx, gen, &n)))
+	if (__asyncpool_unlikely(!__asyncpool_put_enter(c, pool, idx, gen, &n)))
 		return 0;
 	w = c->owned | gen;
 	o = __atomic_load_n(&c->owner_of[idx], __ATOMIC_RELAXED);
@@ -370,11 +383,11 @@ __asyncpool_put(struct asyncpool_inline_cache *c, uint64_t token)
  * store make it LEASED, by the same holder, at the same generation.
  */
 ASYNCPOOL_GNU_INLINE int
-__asyncpool_take_shared(struct asyncpool_inline_cache *c, uint64_t *t)
+__asyncpool_take_shared(struct asyncpool_inline_cache *c, const struct asyncpool *pool, uint64_t *t)
 {
 	uint32_t n;
 
-	if (__asyncpool_likely(__asyncpool_enter(c))) {
+	if (__asyncpool_likely(__asyncpool_enter_pool(c, pool))) {
 		n = __atomic_load_n(&c->n, __ATOMIC_RELAXED);
 		if (__asyncpool_likely(n != 0)) {
 			const uint64_t token = c->tok[n - 1];
@@ -415,13 +428,13 @@ __asyncpool_take_shared(struct asyncpool_inline_cache *c, uint64_t *t)
  * (asyncpool-shared(7)).
  */
 ASYNCPOOL_GNU_INLINE int
-__asyncpool_put_shared(struct asyncpool_inline_cache *c, uint64_t token)
+__asyncpool_put_shared(struct asyncpool_inline_cache *c, const struct asyncpool *pool, uint64_t token)
 {
 	const uint32_t idx = (uint32_t)token, gen = (uint32_t)(token >> 32);
 	uint64_t w;
 	uint32_t n;
 
-	if (__asyncpool_unlikely(!__asyncpool_put_enter(c, idx, gen, &n)))
+	if (__asyncpool_unlikely(!__asyncpool_put_enter(c, pool, idx, gen, &n)))
 		return 0;
 	w = __atomic_load_n(&c->state[idx], __ATOMIC_RELAXED);
 	__ASYNCPOOL_TEST_PUT_SHARED_LOADED();
@@ -442,11 +455,12 @@ __asyncpool_put_shared(struct asyncpool_inline_cache *c, uint64_t token)
  * cache is taken or holds fewer, the exported call's case.
  */
 ASYNCPOOL_GNU_INLINE int
-__asyncpool_take_n(struct asyncpool_inline_cache *c, uint64_t *tokens, unsigned int n)
+__asyncpool_take_n(struct asyncpool_inline_cache *c, const struct asyncpool *pool, uint64_t *tokens,
+		   unsigned int n)
 {
 	uint32_t m;
 
-	if (__asyncpool_unlikely(!__asyncpool_enter(c)))
+	if (__asyncpool_unlikely(!__asyncpool_enter_pool(c, pool)))
 		return 0;
 	m = __atomic_load_n(&c->n, __ATOMIC_RELAXED);
 	if (__asyncpool_unlikely(m < n)) {
@@ -468,13 +482,14 @@ __asyncpool_take_n(struct asyncpool_inline_cache *c, uint64_t *tokens, unsigned 
  * the rest from the first one not decided here.
  */
 ASYNCPOOL_GNU_INLINE unsigned int
-__asyncpool_put_n(struct asyncpool_inline_cache *c, const uint64_t *tokens, unsigned int n)
+__asyncpool_put_n(struct asyncpool_inline_cache *c, const struct asyncpool *pool, const uint64_t *tokens,
+		  unsigned int n)
 {
 	uint32_t m, j, ok = 1, count = c->count;
 
 	for (j = 0; j < n; j++)
 		ok &= ((uint32_t)tokens[j] < count) & ((uint32_t)(tokens[j] >> 32) - 1u < 0xfffffffeu);
-	if (__asyncpool_unlikely(!ok || n > count || !__asyncpool_enter(c)))
+	if (__asyncpool_unlikely(!ok || n > count || !__asyncpool_enter_pool(c, pool)))
 		return 0;
 	m = __atomic_load_n(&c->n, __ATOMIC_RELAXED);
 	if (__asyncpool_unlikely(n > c->size - m)) {

@@ -139,15 +139,16 @@ extern int __asyncpool_release_token_call(struct asyncpool *pool, uint64_t token
 extern int __asyncpool_release_tokens_call(struct asyncpool *pool, const uint64_t *tokens,
 					   unsigned int n) __asm__("asyncpool_release_tokens");
 
-/* The lease of token t from cache c: its fields, with the index and the generation in one store. */
+/* The lease of token t from cache c of pool: its fields, with the index and the generation in one store. */
 ASYNCPOOL_GNU_INLINE void
-__asyncpool_lease(const struct asyncpool_inline_cache *c, uint64_t t, struct asyncpool_lease *out)
+__asyncpool_lease(const struct asyncpool_inline_cache *c, struct asyncpool *pool, uint64_t t,
+		  struct asyncpool_lease *out)
 {
 	out->span.region = c->region;
 	out->span.offset = (size_t)(uint32_t)t * c->buffer_size;
 	out->span.length = c->buffer_size;
 	out->release.fn = c->recycle;
-	out->release.ctx = c->pool;
+	out->release.ctx = pool;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 	__builtin_memcpy(&out->buffer_index, &t, sizeof(t));
 #else
@@ -158,16 +159,16 @@ __asyncpool_lease(const struct asyncpool_inline_cache *c, uint64_t t, struct asy
 
 ASYNCPOOL_GNU_INLINE int asyncpool_acquire(struct asyncpool *pool, struct asyncpool_lease *out)
 {
-	struct asyncpool_inline_cache *c = __asyncpool_cache_of(pool);
+	struct asyncpool_inline_cache *c = __asyncpool_local_cache();
 	uint64_t t;
 
-	if (__asyncpool_likely(c && out && __asyncpool_take(c, &t))) {
-		__asyncpool_lease(c, t, out);
+	if (__asyncpool_likely(c && out && __asyncpool_take(c, pool, &t))) {
+		__asyncpool_lease(c, pool, t, out);
 		return 0;
 	}
-	c = __asyncpool_shared_cache_of(pool);
-	if (c && out && __asyncpool_take_shared(c, &t)) {
-		__asyncpool_lease(c, t, out);
+	c = __asyncpool_shared_cache();
+	if (c && out && __asyncpool_take_shared(c, pool, &t)) {
+		__asyncpool_lease(c, pool, t, out);
 		return 0;
 	}
 	return __asyncpool_acquire_call(pool, out);
@@ -176,17 +177,17 @@ ASYNCPOOL_GNU_INLINE int asyncpool_acquire(struct asyncpool *pool, struct asyncp
 ASYNCPOOL_GNU_INLINE int asyncpool_acquire_tokens(struct asyncpool *pool, uint64_t *tokens,
 						  unsigned int n)
 {
-	struct asyncpool_inline_cache *c = __asyncpool_cache_of(pool);
+	struct asyncpool_inline_cache *c = __asyncpool_local_cache();
 
 	if (__asyncpool_likely(c && tokens)) {
 		if (n == 1) {
-			if (__asyncpool_likely(__asyncpool_take(c, tokens)))
+			if (__asyncpool_likely(__asyncpool_take(c, pool, tokens)))
 				return 0;
-		} else if (n && __asyncpool_take_n(c, tokens, n)) {
+		} else if (n && __asyncpool_take_n(c, pool, tokens, n)) {
 			return 0;
 		}
-	} else if (n == 1 && tokens && (c = __asyncpool_shared_cache_of(pool)) &&
-		   __asyncpool_take_shared(c, tokens)) {
+	} else if (n == 1 && tokens && (c = __asyncpool_shared_cache()) &&
+		   __asyncpool_take_shared(c, pool, tokens)) {
 		return 0;
 	}
 	return __asyncpool_acquire_tokens_call(pool, tokens, n);
@@ -194,11 +195,11 @@ ASYNCPOOL_GNU_INLINE int asyncpool_acquire_tokens(struct asyncpool *pool, uint64
 
 ASYNCPOOL_GNU_INLINE int asyncpool_release_token(struct asyncpool *pool, uint64_t token)
 {
-	struct asyncpool_inline_cache *c = __asyncpool_cache_of(pool);
+	struct asyncpool_inline_cache *c = __asyncpool_local_cache();
 
-	if (__asyncpool_likely(c && __asyncpool_put(c, token)))
+	if (__asyncpool_likely(c && __asyncpool_put(c, pool, token)))
 		return 0;
-	if (!c && (c = __asyncpool_shared_cache_of(pool)) && __asyncpool_put_shared(c, token))
+	if (!c && (c = __asyncpool_shared_cache()) && __asyncpool_put_shared(c, pool, token))
 		return 0;
 	return __asyncpool_release_token_call(pool, token);
 }
@@ -206,11 +207,11 @@ ASYNCPOOL_GNU_INLINE int asyncpool_release_token(struct asyncpool *pool, uint64_
 ASYNCPOOL_GNU_INLINE int asyncpool_release_tokens(struct asyncpool *pool, const uint64_t *tokens,
 						  unsigned int n)
 {
-	struct asyncpool_inline_cache *c = __asyncpool_cache_of(pool);
+	struct asyncpool_inline_cache *c = __asyncpool_local_cache();
 	unsigned int k;
 
 	if (__asyncpool_likely(c && tokens)) {
-		k = __asyncpool_put_n(c, tokens, n);
+		k = __asyncpool_put_n(c, pool, tokens, n);
 		if (__asyncpool_likely(k == n))
 			return 0;
 		return __asyncpool_release_tokens_call(pool, tokens + k, n - k);

@@ -114,17 +114,18 @@ static inline void asyncpool_lease_release(struct asyncpool_lease *lease)
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 		uint64_t t = (uint64_t)lease->generation << 32 | lease->buffer_index;
 #endif
+		/* The pool is the context of its leases: entering compares
+		 * it with the cache's gate. */
 		if (__asyncpool_likely(c->abi == ASYNCPOOL_INLINE_ABI_EXPECTED &&
 				       lease->release.fn == c->recycle &&
-				       lease->release.ctx == (void *)c->pool &&
-				       __asyncpool_put(c, t))) {
+				       __asyncpool_put(c, (const struct asyncpool *)lease->release.ctx, t))) {
 			lease->release.fn = NULL;
 			return;
 		}
 		/* A shared pool's cache: the release's CAS, inline too. */
 		if (__atomic_load_n(&c->abi, __ATOMIC_RELAXED) == __ASYNCPOOL_SHARED_EXPECTED &&
 		    lease->release.fn == c->recycle &&
-		    lease->release.ctx == (void *)c->pool && __asyncpool_put_shared(c, t)) {
+		    __asyncpool_put_shared(c, (const struct asyncpool *)lease->release.ctx, t)) {
 			lease->release.fn = NULL;
 			return;
 		}
