@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The round of a program built against the headers of an older inline
- * layout (compat-1.4.3.c, compat-1.5.0.c, compat-1.7.2.c): leases and tokens, one and
- * bulk, from this thread and handed to another, every release accepted,
- * a stale token and a stale copy of a lease refused and counted exactly,
- * the pool full and sound at the end; on local pools with and without
- * caches and a shared pool over raw memory.  Include after compat.h,
+ * layout (compat-inline.c): leases and tokens, one and bulk, from this
+ * thread and handed to another, every release accepted, a stale token
+ * and a stale copy of a lease refused and counted exactly, the pool full
+ * and sound at the end; on local pools with and without caches and a
+ * shared pool over raw memory.  Include after compat.h,
  * with N and ROUNDS defined.
  */
 #ifndef COMPAT_CYCLE_H
