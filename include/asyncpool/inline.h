@@ -89,10 +89,11 @@ struct asyncpool_inline_outbox {
 
 /*
  * A thread's cache of one pool, layout version 3: 128 bytes, its first
- * cache line read by every fast path, its second by the releases and
- * the lease.  Written by the owning thread, except busy and bypass (the
- * window: a thread that takes the cache's buffers sets bypass and waits
- * while busy), and everything but busy, n and the entries by the
+ * cache line read by every fast path, its second by the releases, the
+ * lease and (since 1.9) the gate.  Written by the owning thread, except
+ * busy, bypass and gate (the window: a thread that takes the cache's
+ * buffers sets bypass, closes the gate and waits while busy), and
+ * everything but busy, n and the entries by the
  * library alone.  Version 1 (1.4) had n at offset 4 and busy apart
  * from it; version 2 (1.5) made n and busy one 8-byte word, so that the
  * owner leaves with the store of its new count (the entry still stores
