@@ -10,13 +10,16 @@
  *            popped (holder: the last pusher) by one thread
  *   LEASED   a user holds a lease of this generation
  *   CACHED   free, in a per-thread cache of the holder's process
- *   QUEUED   (layout version 4) in channel c, no holder, the generation
+ *   QUEUED   (layout version 5) in channel c, no holder, the generation
  *            of the lease that was sent (channel.c):
  *
  *            LEASED me g --send--> QUEUED c g --receive--> LEASED you g+1
- *                                     |
+ *                                     |        ^
+ *                                     |        +--redeliver (reclaim: the dead
+ *                                     |           receiver held it; LEASED x g)
  *                                     +--reclaim (a dead sender's unpublished
- *                                        send, a dead receiver's queue)--> FREE g
+ *                                        send; with CHAN_DROP a dead
+ *                                        receiver's queue)--> FREE g
  *
  *            A release, a token release or an adoption of a QUEUED word
  *            is refused (its kind is not LEASED) and counted as any
@@ -405,6 +408,27 @@ static inline uint32_t ap_state_receive(ap_word *s, uint32_t c, uint32_t gen, ui
 	uint32_t g = ap_gen_next(gen);
 
 	return ap_state_cas(s, &w, AP_W_MAKE(AP_K_LEASED, me, g)) ? g : 0;
+}
+
+/*
+ * The same, *was the word it saw (when refused: what it is instead).
+ */
+static inline uint32_t ap_state_receive_was(ap_word *s, uint32_t c, uint32_t gen, uint32_t me,
+					    uint64_t *was)
+{
+	uint32_t g = ap_gen_next(gen);
+
+	*was = ap_queued_word(c, gen);
+	return ap_state_cas(s, was, AP_W_MAKE(AP_K_LEASED, me, g)) ? g : 0;
+}
+
+/*
+ * A redelivery (reclaim.c, version 5): LEASED by a dead receiver at gen
+ * -> QUEUED in channel c at gen, by CAS from the word w the reclaim read.
+ */
+static inline bool ap_state_redeliver(ap_word *s, uint64_t w, uint32_t c)
+{
+	return AP_W_KIND(w) == AP_K_LEASED && ap_state_cas(s, &w, ap_queued_word(c, AP_W_GEN(w)));
 }
 
 #endif /* ASYNCPOOL_BUFFER_STATE_H */

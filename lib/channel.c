@@ -10,16 +10,21 @@
  *   1. room: p - head < capacity, head as last read (read again only
  *      when the ring looks full): else -EAGAIN, nothing changed
  *   2. step: step_pos = p, step_n = n               (the sender's line)
- *   3. per buffer: its token into the slot, then CAS its word
- *      LEASED(me, g) -> QUEUED(c, g)                 (the word's line)
+ *   3. per buffer: its tag, span and token into the slot, then CAS its
+ *      word LEASED(me, g) -> QUEUED(c, g)            (the word's line)
  *   4. publish: each slot's seq = position + 1, in order (the slot's line)
  *   5. step_n = 0; if the receiver said it waits, wake it
- * Receive (one receiver at a time, from position p):
- *   1. the slot's seq is p + 1, or the channel is empty: -EAGAIN
- *   2. CAS the word named by the slot's token QUEUED(c, g) -> LEASED(me,
+ * Receive (one receiver at a time, from position p; the redelivery ring
+ * first, then the ring, each the same way):
+ *   1. the slot's seq is p + 1, or the ring is empty: -EAGAIN
+ *   2. from[i] = {c, g+1, the slot's tag and span}   (the receiver's line)
+ *   3. CAS the word named by the slot's token QUEUED(c, g) -> LEASED(me,
  *      g+1): a word that is not that refuses the entry (counted as a
- *      corruption of the channel, never handed out)
- *   3. head = p + 1 (once per call)
+ *      corruption of the channel, never handed out; not counted when
+ *      the word is at a later generation: a receiver that died took it)
+ *   4. a span outside the buffer: the buffer goes to the freelist,
+ *      counted in bad_spans, never handed out
+ *   5. head = p + 1 (once per call); if the sender waits for room, wake it
  * So a hand-off moves two cache lines between the processes, the slot's
  * and the buffer word's; the head line moves once per capacity entries
  * at most, and the wake line only when the receiver sleeps.
@@ -27,11 +32,13 @@
  * A dead sender (reclaim.c): what it published stays deliverable; a
  * word of its step that it queued but did not publish goes back to the
  * freelist, so that a QUEUED word never exists outside the ring.  A dead
- * receiver: what is published in its ring goes back to the freelist at
- * once (it never touched those buffers: no quarantine); what it took is
- * LEASED by it and comes back after the quarantine, as any lease.  Then
+ * receiver (since 1.10): what is published in its ring stays there for
+ * the next receiver; what it took from the channel (LEASED by it, from[]
+ * naming the channel at that generation) goes into the redelivery ring
+ * after the quarantine, whose producer is the reclaim.  With
+ * AP_POOL_F_CHAN_DROP both go back to the freelist (1.4's rule).  Then
  * its end is free.  An end held by a dead attachment is taken only after
- * the reclaim freed it: two drainers of one ring would race on its head.
+ * the reclaim freed it.
  */
 #include "pool_internal.h"
 #include "pool_pop.h"
@@ -63,6 +70,11 @@ struct asyncpool_channel {
 	bool                 send;
 	uint64_t             end;       /* the end word we hold */
 	uint64_t             bad_at;    /* a position counted corrupt already, + 1 */
+	uint64_t             rpos;      /* receiver: the next redelivered position */
+	uint64_t             bsize;     /* bytes per buffer */
+	struct ap_chan_slot *redo;      /* the redelivery ring */
+	struct ap_chan_from *from;      /* from[] of the pool */
+	bool                 drop;      /* AP_POOL_F_CHAN_DROP: no from[] to write */
 	struct asyncpool    *pool;
 	/* asyncpool_channel_wait_fd(): a thread waits on the wake word. */
 	pthread_mutex_t      lock;
@@ -90,6 +102,14 @@ static bool end_alive(const struct asyncpool *pool, uint64_t v)
 	if (AP_ATT_STATE(life) != AP_ATT_LIVE || AP_ATT_EPOCH(life) != AP_END_EPOCH(v))
 		return false;
 	return ap_attach_alive(pool, who - 1) != 0;
+}
+
+/* An end word's state: ASYNCPOOL_CHANNEL_END_*. */
+static int end_state(const struct asyncpool *pool, uint64_t v)
+{
+	if (!v)
+		return ASYNCPOOL_CHANNEL_END_FREE;
+	return end_alive(pool, v) ? ASYNCPOOL_CHANNEL_END_LIVE : ASYNCPOOL_CHANNEL_END_DEAD;
 }
 
 /* Take end word *w for us (mine): 0, or -EBUSY while a live attachment holds it. */
@@ -132,6 +152,11 @@ AP_EXPORT int asyncpool_channel_open(struct asyncpool *pool, uint32_t channel, u
 	/* An end names an attachment: raw memory and local pools have none. */
 	if (!pool->shared || pool->lock_fd < 0 || !pool->fl.att)
 		return -EOPNOTSUPP;
+	/* A forked child with its parent's handle: its ends would name the
+	 * parent's attachment, which outlives the child (fork recipe:
+	 * asyncpool_channel_open(3)). */
+	if (atomic_load_explicit(&pool->fl.att->pid, memory_order_relaxed) != (uint32_t)getpid())
+		return -ECHILD;
 	if (channel >= pool->chan_count)
 		return -EINVAL;
 	e = calloc(1, sizeof(*e));
@@ -147,6 +172,10 @@ AP_EXPORT int asyncpool_channel_open(struct asyncpool *pool, uint32_t channel, u
 	e->c = channel;
 	e->me = pool->fl.me;
 	e->send = end == ASYNCPOOL_CHANNEL_SEND;
+	e->bsize = pool->buffer_size;
+	e->redo = ap_chan_redo(e->ch, e->cap);
+	e->from = ap_chan_from_in(pool->storage, pool->fl.count, pool->chan_count, pool->chan_cap);
+	e->drop = pool->chan_drop;
 	e->wait_fd = -1;
 	pthread_mutex_init(&e->lock, NULL);
 	mine = ap_end_word(pool->slot, AP_ATT_EPOCH(atomic_load_explicit(&pool->fl.att->life,
@@ -167,6 +196,7 @@ AP_EXPORT int asyncpool_channel_open(struct asyncpool *pool, uint32_t channel, u
 		e->done = atomic_load_explicit(&e->ch->sent, memory_order_relaxed);
 	} else {
 		e->pos = atomic_load_explicit(&e->ch->head, memory_order_acquire);
+		e->rpos = atomic_load_explicit(&e->ch->rhead, memory_order_acquire);
 		e->done = atomic_load_explicit(&e->ch->received, memory_order_relaxed);
 	}
 	*out = e;
@@ -221,11 +251,15 @@ static inline uint32_t room(struct asyncpool_channel *e, uint32_t n)
 }
 
 /*
- * Queue tokens[0 .. n-1], all of which name a buffer of the pool: how
- * many were queued (a prefix: the first the word refuses stops it), or
- * -EAGAIN (full) or -ESTALE (the first is not our lease).
+ * Queue tokens[0 .. n-1] (or entries[0 .. n-1]: token, tag, span), all
+ * of which name a buffer of the pool, with spans checked: how many were
+ * queued (a prefix: the first the word refuses stops it), or -EAGAIN
+ * (full) or -ESTALE (the first is not our lease).  Tokens alone carry
+ * tag and span (one each for all).
  */
-static int send_run(struct asyncpool_channel *e, const uint64_t *tokens, uint32_t n)
+static int send_run(struct asyncpool_channel *e, const uint64_t *tokens,
+		    const struct asyncpool_channel_entry *entries, uint64_t tag, uint64_t span,
+		    uint32_t n)
 {
 	uint64_t p = e->pos;
 	uint32_t k;
@@ -239,11 +273,25 @@ static int send_run(struct asyncpool_channel *e, const uint64_t *tokens, uint32_
 	atomic_store_explicit(&e->ch->step_n, n, memory_order_relaxed);
 	AP_TEST_AT(AP_TP_CHAN_SEND_RECORDED);
 	for (k = 0; k < n; k++) {
-		uint64_t t = tokens[k];
+		struct ap_chan_slot *s = &e->slot[(p + k) & e->mask];
+		uint64_t t;
 
-		/* The token first: a reclaim after our death finds in the
-		 * slot what this step may have queued (reclaim.c). */
-		atomic_store_explicit(&e->slot[(p + k) & e->mask].token, t, memory_order_relaxed);
+		if (entries) {
+			t = entries[k].token;
+			tag = entries[k].tag;
+			span = entries[k].length || entries[k].offset ?
+				       AP_SPAN_MAKE(entries[k].offset, entries[k].length) :
+				       AP_SPAN_MAKE(0, e->bsize);
+		} else {
+			t = tokens[k];
+		}
+		/* The item in its slot's line, the token first of the word:
+		 * a reclaim after our death finds in the slot what this step
+		 * may have queued (reclaim.c). */
+		atomic_store_explicit(&s->tag, tag, memory_order_relaxed);
+		atomic_store_explicit(&s->span, span, memory_order_relaxed);
+		atomic_store_explicit(&s->token, t, memory_order_relaxed);
+		AP_TEST_AT(AP_TP_CHAN_SEND_TOKEN);
 		if (!ap_state_send(&e->state[AP_TOKEN_INDEX(t)], e->me, AP_TOKEN_GEN(t), e->c))
 			break;
 		AP_TEST_AT(AP_TP_CHAN_SEND_QUEUED);
@@ -280,7 +328,7 @@ AP_EXPORT int asyncpool_channel_send_token(struct asyncpool_channel *e, uint64_t
 
 	if (!e || !e->send || !token_in(e, token))
 		return -EINVAL;
-	rc = send_run(e, &token, 1);
+	rc = send_run(e, &token, NULL, 0, AP_SPAN_MAKE(0, e->bsize), 1);
 	return rc < 0 ? rc : 0;
 }
 
@@ -293,21 +341,62 @@ AP_EXPORT int asyncpool_channel_send_tokens(struct asyncpool_channel *e, const u
 	for (uint32_t i = 0; i < n; i++)
 		if (!token_in(e, tokens[i]))
 			return -EINVAL;
-	return send_run(e, tokens, n);
+	return send_run(e, tokens, NULL, 0, AP_SPAN_MAKE(0, e->bsize), n);
 }
 
-AP_EXPORT int asyncpool_channel_send(struct asyncpool_channel *e, struct asyncpool_lease *lease)
+/* Whether an entry's span lies in a buffer of bsize bytes (0, 0: the whole). */
+static bool entry_span_ok(const struct asyncpool_channel_entry *en, uint64_t bsize)
 {
-	uint64_t t;
-	int rc;
+	return (uint64_t)en->offset + en->length <= bsize;
+}
+
+AP_EXPORT int asyncpool_channel_send_entries(struct asyncpool_channel *e,
+					     const struct asyncpool_channel_entry *entries,
+					     uint32_t n)
+{
+	if (!e || !e->send || !entries || !n)
+		return -EINVAL;
+	for (uint32_t i = 0; i < n; i++)
+		if (!token_in(e, entries[i].token) || !entry_span_ok(&entries[i], e->bsize) ||
+		    entries[i].flags || entries[i].reserved)
+			return -EINVAL;
+	return send_run(e, NULL, entries, 0, 0, n);
+}
+
+/*
+ * A lease of the pool, its token and its span inside its buffer (the
+ * span word), or -EINVAL.
+ */
+static int lease_in(struct asyncpool_channel *e, const struct asyncpool_lease *lease,
+		    uint64_t *t, uint64_t *span)
+{
+	uint64_t base, off;
 
 	if (!e || !e->send || !lease || lease->release.ctx != e->pool ||
 	    !(ap_release_is(lease, ap_pool_recycle) || ap_release_is(lease, ap_cache_recycle)))
 		return -EINVAL;
-	t = AP_TOKEN_MAKE(lease->generation, lease->buffer_index);
-	if (!token_in(e, t))
+	*t = AP_TOKEN_MAKE(lease->generation, lease->buffer_index);
+	if (!token_in(e, *t))
 		return -EINVAL;
-	rc = send_run(e, &t, 1);
+	base = (uint64_t)lease->buffer_index * e->bsize;
+	if (lease->span.offset < base)
+		return -EINVAL;
+	off = lease->span.offset - base;
+	if (off > e->bsize || lease->span.length > e->bsize - off)
+		return -EINVAL;
+	*span = AP_SPAN_MAKE(off, lease->span.length);
+	return 0;
+}
+
+AP_EXPORT int asyncpool_channel_send_item(struct asyncpool_channel *e,
+					  struct asyncpool_lease *lease, uint64_t tag)
+{
+	uint64_t t, span;
+	int rc = lease_in(e, lease, &t, &span);
+
+	if (rc)
+		return rc;
+	rc = send_run(e, &t, NULL, tag, span, 1);
 	if (rc < 0)
 		return rc;
 	/* The channel has it: the lease is spent (releasing it does nothing). */
@@ -315,62 +404,182 @@ AP_EXPORT int asyncpool_channel_send(struct asyncpool_channel *e, struct asyncpo
 	return 0;
 }
 
+AP_EXPORT int asyncpool_channel_send(struct asyncpool_channel *e, struct asyncpool_lease *lease)
+{
+	return asyncpool_channel_send_item(e, lease, 0);
+}
+
 /* ---- receive ---- */
 
-/*
- * Take up to max published entries: their tokens (of the new
- * generation) into tokens[], or leases into leases[].  How many, or
- * -EAGAIN.  At most capacity slots are looked at per call, refused
- * entries included.
- */
-static int recv_run(struct asyncpool_channel *e, uint64_t *tokens, struct asyncpool_lease *leases,
-		    uint32_t max)
-{
-	uint64_t p = e->pos;
-	uint32_t got = 0, bad = 0;
+/* Where recv_run puts what it takes: one of these, by kind. */
+enum out_kind { OUT_TOKENS, OUT_LEASES, OUT_ITEMS, OUT_ENTRIES };
 
-	for (uint32_t k = 0; got < max && k < e->cap; k++) {
-		struct ap_chan_slot *s = &e->slot[p & e->mask];
-		uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire), t;
-		uint32_t i, g = 0;
+struct recv_out {
+	enum out_kind kind;
+	void         *to;
+	uint32_t      max;
+	uint32_t      got;
+	uint32_t      bad;
+	uint32_t      spans;
+};
+
+static void put_out(struct asyncpool_channel *e, struct recv_out *o, uint32_t i, uint32_t g,
+		    uint64_t tag, uint64_t span, uint32_t flags)
+{
+	uint64_t t = AP_TOKEN_MAKE(g, i);
+
+	switch (o->kind) {
+	case OUT_TOKENS:
+		((uint64_t *)o->to)[o->got] = t;
+		break;
+	case OUT_LEASES: {
+		struct asyncpool_lease *l = &((struct asyncpool_lease *)o->to)[o->got];
+
+		ap_pool_lease(e->pool, i, g, e->pool->release_fn, l);
+		l->span.offset += AP_SPAN_OFF(span);
+		l->span.length = AP_SPAN_LEN(span);
+		break;
+	}
+	case OUT_ITEMS: {
+		struct asyncpool_channel_item *it = &((struct asyncpool_channel_item *)o->to)[o->got];
+
+		ap_pool_lease(e->pool, i, g, e->pool->release_fn, &it->lease);
+		it->lease.span.offset += AP_SPAN_OFF(span);
+		it->lease.span.length = AP_SPAN_LEN(span);
+		it->tag = tag;
+		it->flags = flags;
+		it->reserved = 0;
+		break;
+	}
+	case OUT_ENTRIES: {
+		struct asyncpool_channel_entry *en =
+			&((struct asyncpool_channel_entry *)o->to)[o->got];
+
+		en->token = t;
+		en->tag = tag;
+		en->offset = AP_SPAN_OFF(span);
+		en->length = AP_SPAN_LEN(span);
+		en->flags = flags;
+		en->reserved = 0;
+		break;
+	}
+	}
+	o->got++;
+}
+
+/*
+ * Take published entries of ring s from *posp on into o, up to o->max in
+ * all, at most capacity slots looked at: whether any position was
+ * passed (then *posp moved).  flags: the items' (redelivered or 0).
+ */
+static bool take_ring(struct asyncpool_channel *e, struct ap_chan_slot *ring, uint64_t *posp,
+		      struct recv_out *o, uint32_t flags)
+{
+	uint64_t p = *posp;
+
+	for (uint32_t k = 0; o->got < o->max && k < e->cap; k++) {
+		struct ap_chan_slot *s = &ring[p & e->mask];
+		uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire), t, tag, span;
+		uint64_t was = 0;
+		uint32_t i, g = 0, gt;
 
 		if (seq != p + 1) {
 			/* A slot ahead of the sender's lap is a peer's
 			 * writing: counted once, and the ring waits there. */
-			if (seq > p + 1 && e->bad_at != p + 1) {
+			if (seq > p + 1 && !flags && e->bad_at != p + 1) {
 				e->bad_at = p + 1;
-				bad++;
+				o->bad++;
 			}
 			break;
 		}
 		t = atomic_load_explicit(&s->token, memory_order_relaxed);
+		tag = atomic_load_explicit(&s->tag, memory_order_relaxed);
+		span = atomic_load_explicit(&s->span, memory_order_relaxed);
 		i = AP_TOKEN_INDEX(t);
-		/* Only a hint: the word decides. */
-		if (AP_TOKEN_GEN(t) && i < e->count)
-			g = ap_state_receive(&e->state[i], e->c, AP_TOKEN_GEN(t), e->me);
-		AP_TEST_AT(AP_TP_CHAN_RECV_TAKEN);
+		gt = AP_TOKEN_GEN(t);
 		p++;
-		if (!g) {
-			bad++;
+		/* Only a hint: the word decides. */
+		if (!gt || i >= e->count) {
+			o->bad++;
 			continue;
 		}
-		if (tokens)
-			tokens[got] = AP_TOKEN_MAKE(g, i);
-		else
-			ap_pool_lease(e->pool, i, g, e->pool->release_fn, &leases[got]);
-		got++;
-	}
-	if (bad)
-		atomic_fetch_add_explicit(&e->ch->corruptions, bad, memory_order_relaxed);
-	if (p != e->pos) {
-		e->pos = p;
-		atomic_store_explicit(&e->ch->head, p, memory_order_release);
-		if (got) {
-			e->done += got;
-			atomic_store_explicit(&e->ch->received, e->done, memory_order_relaxed);
+		/* What a reclaim puts back here if we die holding it: written
+		 * before the CAS, the channel and generation last. */
+		if (!e->drop) {
+			struct ap_chan_from *f = &e->from[i];
+
+			atomic_store_explicit(&f->tag, tag, memory_order_relaxed);
+			atomic_store_explicit(&f->span, span, memory_order_relaxed);
+			atomic_store_explicit(&f->chan_gen, AP_FROM_MAKE(e->c, ap_gen_next(gt)),
+					      memory_order_release);
+			AP_TEST_AT(AP_TP_CHAN_RECV_FROM);
 		}
+		g = ap_state_receive_was(&e->state[i], e->c, gt, e->me, &was);
+		AP_TEST_AT(AP_TP_CHAN_RECV_TAKEN);
+		if (!g) {
+			/* At a later generation: a receiver before us took
+			 * it (and died before it moved head), not a forgery. */
+			uint32_t ahead = AP_W_GEN(was) - gt;
+
+			if (!ahead || ahead >= 0x80000000u)
+				o->bad++;
+			continue;
+		}
+		if ((uint64_t)AP_SPAN_OFF(span) + AP_SPAN_LEN(span) > e->bsize) {
+			/* A peer's span: never handed out, the buffer back. */
+			e->pool->release_fn(e->pool, AP_TOKEN_MAKE(g, i));
+			o->spans++;
+			continue;
+		}
+		put_out(e, o, i, g, tag, span, flags);
 	}
-	return got ? (int)got : -EAGAIN;
+	if (p == *posp)
+		return false;
+	*posp = p;
+	return true;
+}
+
+/*
+ * Take up to o->max items, the redelivered first: how many, or -EAGAIN.
+ */
+static int recv_run(struct asyncpool_channel *e, struct recv_out *o)
+{
+	bool moved = false;
+
+	/* The redelivery ring: its line is ours but when a reclaim writes. */
+	if (__builtin_expect(ap_ring_published(e->redo, e->mask, e->rpos), 0) &&
+	    take_ring(e, e->redo, &e->rpos, o, ASYNCPOOL_CHANNEL_REDELIVERED)) {
+		atomic_store_explicit(&e->ch->rhead, e->rpos, memory_order_release);
+	}
+	if (o->got < o->max) {
+		uint64_t p = e->pos;
+
+		moved = take_ring(e, e->slot, &p, o, 0);
+		if (moved)
+			e->pos = p;
+	}
+	if (o->bad)
+		atomic_fetch_add_explicit(&e->ch->corruptions, o->bad, memory_order_relaxed);
+	if (o->spans)
+		atomic_fetch_add_explicit(&e->ch->bad_spans, o->spans, memory_order_relaxed);
+	if (moved) {
+		/* seq_cst: the look at the sender's wake word comes after
+		 * (wait_word.h), as the send's publish does. */
+		atomic_store_explicit(&e->ch->head, e->pos, memory_order_seq_cst);
+		ap_word_wake(&e->ch->room, true);
+	}
+	if (o->got) {
+		e->done += o->got;
+		atomic_store_explicit(&e->ch->received, e->done, memory_order_relaxed);
+	}
+	return o->got ? (int)o->got : -EAGAIN;
+}
+
+static int recv_into(struct asyncpool_channel *e, enum out_kind kind, void *to, uint32_t max)
+{
+	struct recv_out o = { .kind = kind, .to = to, .max = max };
+
+	return recv_run(e, &o);
 }
 
 AP_EXPORT int asyncpool_channel_recv(struct asyncpool_channel *e, struct asyncpool_lease *out)
@@ -382,7 +591,7 @@ AP_EXPORT int asyncpool_channel_recv(struct asyncpool_channel *e, struct asyncpo
 	memset(out, 0, sizeof(*out));
 	if (!e || e->send)
 		return -EINVAL;
-	rc = recv_run(e, NULL, out, 1);
+	rc = recv_into(e, OUT_LEASES, out, 1);
 	return rc < 0 ? rc : 0;
 }
 
@@ -391,7 +600,7 @@ AP_EXPORT int asyncpool_channel_recv_tokens(struct asyncpool_channel *e, uint64_
 {
 	if (!e || e->send || !tokens || !max)
 		return -EINVAL;
-	return recv_run(e, tokens, NULL, max);
+	return recv_into(e, OUT_TOKENS, tokens, max);
 }
 
 AP_EXPORT int asyncpool_channel_recv_leases(struct asyncpool_channel *e,
@@ -402,26 +611,83 @@ AP_EXPORT int asyncpool_channel_recv_leases(struct asyncpool_channel *e,
 	memset(out, 0, (size_t)max * sizeof(*out));
 	if (!e || e->send)
 		return -EINVAL;
-	return recv_run(e, NULL, out, max);
+	return recv_into(e, OUT_LEASES, out, max);
+}
+
+AP_EXPORT int asyncpool_channel_recv_items(struct asyncpool_channel *e,
+					   struct asyncpool_channel_item *items, uint32_t max)
+{
+	if (!items || !max)
+		return -EINVAL;
+	memset(items, 0, (size_t)max * sizeof(*items));
+	if (!e || e->send)
+		return -EINVAL;
+	return recv_into(e, OUT_ITEMS, items, max);
+}
+
+AP_EXPORT int asyncpool_channel_recv_entries(struct asyncpool_channel *e,
+					     struct asyncpool_channel_entry *entries, uint32_t max)
+{
+	if (!entries || !max)
+		return -EINVAL;
+	memset(entries, 0, (size_t)max * sizeof(*entries));
+	if (!e || e->send)
+		return -EINVAL;
+	return recv_into(e, OUT_ENTRIES, entries, max);
 }
 
 /* ---- waits ---- */
 
-/* Something to receive at the receiver's head (any thread may ask). */
+/* Something to receive at the receiver's heads (any thread may ask). */
 static bool receivable(struct asyncpool_channel *e)
 {
 	return ap_chan_published(e->ch, e->mask,
-				 atomic_load_explicit(&e->ch->head, memory_order_acquire));
+				 atomic_load_explicit(&e->ch->head, memory_order_acquire)) ||
+	       ap_ring_published(e->redo, e->mask,
+				 atomic_load_explicit(&e->ch->rhead, memory_order_acquire));
 }
 
-AP_EXPORT int asyncpool_channel_recv_wait(struct asyncpool_channel *e,
-					  struct asyncpool_lease *out, int64_t timeout_ns)
+/* Room for one more send (any thread of the sender may ask). */
+static bool sendable(struct asyncpool_channel *e)
+{
+	uint64_t h = atomic_load_explicit(&e->ch->head, memory_order_acquire);
+
+	return e->pos - h < e->cap;
+}
+
+/*
+ * The other end's word, as a wait sees it: -EPIPE when the end that was
+ * held at the wait's start (*first, 0 if none) is held no more by it, or
+ * is held by an attachment that died.  0: wait on.
+ */
+static int peer_gone(struct asyncpool_channel *e, uint64_t *first, bool start)
+{
+	uint64_t v = atomic_load_explicit(e->send ? &e->ch->recv_end : &e->ch->send_end,
+					  memory_order_acquire);
+
+	if (start)
+		*first = v;
+	if (*first && v != *first)
+		return -EPIPE;
+	if (v && !end_alive(e->pool, v))
+		return -EPIPE;
+	return 0;
+}
+
+/*
+ * The wait of both ends: try() until it does not say -EAGAIN, sleeping
+ * on word between looks, in slices (a peer that dies wakes nobody).
+ * The SA_RESTART rule of asyncpool_acquire_wait(3).
+ */
+static int wait_loop(struct asyncpool_channel *e, _Atomic uint32_t *word, int64_t timeout_ns,
+		     int (*try)(struct asyncpool_channel *, void *), void *arg)
 {
 	struct timespec deadline, slice;
 	bool interrupted = false, restart;
+	uint64_t first = 0;
 	int rc;
 
-	rc = asyncpool_channel_recv(e, out);
+	rc = try(e, arg);
 	if (rc != -EAGAIN)
 		return rc;
 	if (timeout_ns == 0)
@@ -429,25 +695,94 @@ AP_EXPORT int asyncpool_channel_recv_wait(struct asyncpool_channel *e,
 	if (timeout_ns > 0)
 		ap_deadline_after(timeout_ns, &deadline);
 	restart = ap_handlers_restart();
+	rc = peer_gone(e, &first, true);
+	if (rc)
+		return rc;
 	for (;;) {
-		uint32_t v = ap_word_announce(&e->ch->wait);
+		uint32_t v = ap_word_announce(word);
 
 		/* The announcement before the look (pool_wait.h). */
 		atomic_thread_fence(memory_order_seq_cst);
-		rc = asyncpool_channel_recv(e, out);
+		rc = try(e, arg);
 		if (rc != -EAGAIN)
+			return rc;
+		rc = peer_gone(e, &first, false);
+		if (rc)
 			return rc;
 		if (interrupted)
 			return -EINTR;
 		if (timeout_ns > 0 && ap_deadline_passed(&deadline))
 			return -ETIMEDOUT;
-		/* Sliced: a sender that dies wakes nobody, and a peer may
+		/* Sliced: a peer that dies wakes nobody, and a peer may
 		 * rewrite the word; the look after each slice is bounded. */
-		if (ap_futex_wait(&e->ch->wait, v,
+		if (ap_futex_wait(word, v,
 				  ap_sleep_until(true, timeout_ns > 0 ? &deadline : NULL, &slice),
 				  true) == -EINTR && !(restart && ap_handlers_restart()))
 			interrupted = true;     /* one more look, then -EINTR */
 	}
+}
+
+static int try_recv(struct asyncpool_channel *e, void *arg)
+{
+	return asyncpool_channel_recv(e, arg);
+}
+
+AP_EXPORT int asyncpool_channel_recv_wait(struct asyncpool_channel *e,
+					  struct asyncpool_lease *out, int64_t timeout_ns)
+{
+	if (!out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	if (!e || e->send)
+		return -EINVAL;
+	return wait_loop(e, &e->ch->wait, timeout_ns, try_recv, out);
+}
+
+static int try_recv_item(struct asyncpool_channel *e, void *arg)
+{
+	int rc = recv_into(e, OUT_ITEMS, arg, 1);
+
+	return rc < 0 ? rc : 0;
+}
+
+AP_EXPORT int asyncpool_channel_recv_item_wait(struct asyncpool_channel *e,
+					       struct asyncpool_channel_item *item,
+					       int64_t timeout_ns)
+{
+	if (!item)
+		return -EINVAL;
+	memset(item, 0, sizeof(*item));
+	if (!e || e->send)
+		return -EINVAL;
+	return wait_loop(e, &e->ch->wait, timeout_ns, try_recv_item, item);
+}
+
+struct send_arg {
+	uint64_t t, tag, span;
+};
+
+static int try_send(struct asyncpool_channel *e, void *arg)
+{
+	struct send_arg *a = arg;
+	int rc = send_run(e, &a->t, NULL, a->tag, a->span, 1);
+
+	return rc < 0 ? rc : 0;
+}
+
+AP_EXPORT int asyncpool_channel_send_wait(struct asyncpool_channel *e,
+					  struct asyncpool_lease *lease, uint64_t tag,
+					  int64_t timeout_ns)
+{
+	struct send_arg a = { .tag = tag };
+	int rc = lease_in(e, lease, &a.t, &a.span);
+
+	if (rc)
+		return rc;
+	rc = wait_loop(e, &e->ch->room, timeout_ns, try_send, &a);
+	if (rc)
+		return rc;
+	memset(lease, 0, sizeof(*lease));
+	return 0;
 }
 
 AP_EXPORT int asyncpool_channel_prep_wait(struct asyncpool_channel *e, struct io_uring_sqe *sqe)
@@ -465,25 +800,41 @@ AP_EXPORT int asyncpool_channel_prep_wait(struct asyncpool_channel *e, struct io
 	return ap_prep_futex_wait(sqe, &e->ch->wait, v, true);
 }
 
+AP_EXPORT int asyncpool_channel_prep_send_wait(struct asyncpool_channel *e,
+					       struct io_uring_sqe *sqe)
+{
+	uint32_t v;
+
+	if (!e || !e->send || !sqe)
+		return -EINVAL;
+	v = ap_word_announce(&e->ch->room);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (sendable(e))
+		v &= ~AP_WAIT_WAITERS;
+	return ap_prep_futex_wait(sqe, &e->ch->room, v, true);
+}
+
 /*
- * The wait fd's thread: announced on the wake word, it makes the
- * eventfd readable whenever the receiver's head has something, and
- * looks again at least every slice (a dead sender wakes nobody).
+ * The wait fd's thread: announced on the end's wake word, it makes the
+ * eventfd readable whenever the receiver's head has something (a
+ * receiving end) or the ring has room (a sending end), and looks again
+ * at least every slice (a dead peer wakes nobody).
  */
 static void *waker_main(void *arg)
 {
 	struct asyncpool_channel *e = arg;
+	_Atomic uint32_t *word = e->send ? &e->ch->room : &e->ch->wait;
 	struct timespec slice;
 
 	for (;;) {
-		uint32_t v = ap_word_announce(&e->ch->wait);
+		uint32_t v = ap_word_announce(word);
 
 		atomic_thread_fence(memory_order_seq_cst);
 		if (atomic_load_explicit(&e->wait_stop, memory_order_acquire))
 			break;
-		if (receivable(e))
+		if (e->send ? sendable(e) : receivable(e))
 			(void)eventfd_write(e->wait_fd, 1);
-		(void)ap_futex_wait(&e->ch->wait, v, ap_sleep_until(true, NULL, &slice), true);
+		(void)ap_futex_wait(word, v, ap_sleep_until(true, NULL, &slice), true);
 	}
 	return NULL;
 }
@@ -493,7 +844,7 @@ AP_EXPORT int asyncpool_channel_wait_fd(struct asyncpool_channel *e)
 	sigset_t all, old;
 	int rc, fd;
 
-	if (!e || e->send)
+	if (!e)
 		return -EINVAL;
 	pthread_mutex_lock(&e->lock);
 	if (e->wait_fd >= 0 && e->wait_pid == getpid()) {
@@ -529,17 +880,46 @@ out:
 
 static void wait_fd_stop(struct asyncpool_channel *e)
 {
+	_Atomic uint32_t *word = e->send ? &e->ch->room : &e->ch->wait;
+
 	if (e->wait_fd < 0)
 		return;
 	if (e->wait_pid == getpid()) {
 		atomic_store_explicit(&e->wait_stop, true, memory_order_release);
 		/* Change the word so that the thread cannot sleep on it, then wake it. */
-		atomic_fetch_add_explicit(&e->ch->wait, 2, memory_order_seq_cst);
-		ap_futex_wake_all(&e->ch->wait, true);
+		atomic_fetch_add_explicit(word, 2, memory_order_seq_cst);
+		ap_futex_wake_all(word, true);
 		pthread_join(e->waker, NULL);
 	}
 	close(e->wait_fd);
 	e->wait_fd = -1;
+}
+
+/* ---- the ends' life ---- */
+
+AP_EXPORT int asyncpool_channel_end(const struct asyncpool *pool, uint32_t channel, uint32_t end)
+{
+	struct ap_chan *ch;
+
+	if (!pool || (end != ASYNCPOOL_CHANNEL_SEND && end != ASYNCPOOL_CHANNEL_RECV))
+		return -EINVAL;
+	if (!pool->shared || pool->lock_fd < 0)
+		return -EOPNOTSUPP;
+	if (channel >= pool->chan_count)
+		return -EINVAL;
+	ch = ap_chan_in(pool->storage, pool->fl.count, pool->chan_count, pool->chan_cap, channel);
+	return end_state(pool, atomic_load_explicit(end == ASYNCPOOL_CHANNEL_SEND ? &ch->send_end :
+										   &ch->recv_end,
+						    memory_order_acquire));
+}
+
+AP_EXPORT int asyncpool_channel_peer(const struct asyncpool_channel *e)
+{
+	if (!e)
+		return -EINVAL;
+	return end_state(e->pool, atomic_load_explicit(e->send ? &e->ch->recv_end :
+								 &e->ch->send_end,
+						       memory_order_acquire));
 }
 
 /* ---- counters ---- */
@@ -578,6 +958,12 @@ AP_EXPORT int asyncpool_channel_stats(const struct asyncpool *pool, uint32_t cha
 	s.full = atomic_load_explicit(&ch->full, memory_order_relaxed);
 	s.corruptions = atomic_load_explicit(&ch->corruptions, memory_order_relaxed);
 	s.reclaimed = atomic_load_explicit(&ch->reclaimed, memory_order_relaxed);
+	s.redelivered = atomic_load_explicit(&ch->redelivered, memory_order_relaxed);
+	s.bad_spans = atomic_load_explicit(&ch->bad_spans, memory_order_relaxed);
+	s.queued_redelivered = ap_ring_depth(ap_chan_redo(ch, pool->chan_cap), pool->chan_cap,
+					     atomic_load_explicit(&ch->rhead, memory_order_acquire));
+	s.depth += s.queued_redelivered;
+	s.drop = pool->chan_drop;
 	memcpy(out, &s, given < sizeof(s) ? given : sizeof(s));
 	if (given > sizeof(s))
 		memset((char *)out + sizeof(s), 0, given - sizeof(s));

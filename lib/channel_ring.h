@@ -35,6 +35,40 @@ static inline struct ap_chan_slot *ap_chan_slots(struct ap_chan *ch)
 	return (struct ap_chan_slot *)(ch + 1);
 }
 
+/* The redelivery ring of a channel of capacity entries (version 5). */
+static inline struct ap_chan_slot *ap_chan_redo(struct ap_chan *ch, uint32_t capacity)
+{
+	uint64_t ring = ((uint64_t)capacity * sizeof(struct ap_chan_slot) + 63) & ~(uint64_t)63;
+
+	return (struct ap_chan_slot *)((char *)(ch + 1) + ring);
+}
+
+/* from[] of a layout at mem (version 5): one record per buffer. */
+static inline struct ap_chan_from *ap_chan_from_in(void *mem, uint32_t count, uint32_t channels,
+						   uint32_t capacity)
+{
+	struct ap_layout_geometry g;
+
+	(void)ap_layout_geometry_ch(count, true, channels, capacity, &g);
+	return (struct ap_chan_from *)((char *)mem + g.from_offset);
+}
+
+/* Whether position p is published in ring slots s (mask: capacity - 1). */
+static inline bool ap_ring_published(struct ap_chan_slot *s, uint32_t mask, uint64_t p)
+{
+	return atomic_load_explicit(&s[p & mask].seq, memory_order_acquire) == p + 1;
+}
+
+/* The published positions of ring s from head on, at most capacity. */
+static inline uint32_t ap_ring_depth(struct ap_chan_slot *s, uint32_t capacity, uint64_t head)
+{
+	uint32_t n = 0;
+
+	while (n < capacity && ap_ring_published(s, capacity - 1, head + n))
+		n++;
+	return n;
+}
+
 /* An end word: the attachment (slot + 1) and its epoch; 0 is a free end. */
 #define AP_END_WHO(v)   ((uint32_t)(v) & 0xffu)
 #define AP_END_EPOCH(v) ((v) >> 8)

@@ -58,6 +58,10 @@ enum ap_test_point {
 	AP_TP_CHAN_SEND_PUBLISHED, /* a send published, before it clears its step */
 	AP_TP_CHAN_RECV_TAKEN,  /* a receive took one word, before it moves head */
 	AP_TP_CHAN_DRAIN_CLAIMED, /* a reclaim claimed a channel's buffer, before its push */
+	AP_TP_CHAN_SEND_TOKEN,  /* a send stored a slot's token, before its CAS of the word */
+	AP_TP_CHAN_RECV_FROM,   /* a receive wrote from[], before its CAS of the word */
+	AP_TP_CHAN_REDO_TOKEN,  /* a redelivery wrote its slot, before its CAS of the word */
+	AP_TP_CHAN_REDO_QUEUED, /* a redelivery queued the word, before its publish */
 	AP_TP_COUNT
 };
 #ifdef ASYNCPOOL_TEST_HOOKS

@@ -69,6 +69,7 @@ void ap_layout_init(void *mem, uint32_t count, size_t buffer_size, bool shared,
 		hdr->channel_count = channels;
 		hdr->channel_capacity = capacity;
 		hdr->channel_offset = g.chan_offset;
+		hdr->from_offset = g.from_offset;
 	}
 	for (uint32_t i = 0; i < count; i++) {
 		atomic_init(&state[i], AP_W_MAKE(AP_K_FREE, 0, 0));

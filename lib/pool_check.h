@@ -50,15 +50,19 @@ static inline int ap_header_check(const void *mem, size_t size, bool shared,
 		return -EPROTONOSUPPORT;
 	if (copy->header_size != sizeof(*copy))
 		return -EBADMSG;
-	if (copy->flags != (shared ? AP_POOL_F_SHARED : 0u))
+	if ((copy->flags & ~AP_POOL_F_CHAN_DROP) != (shared ? AP_POOL_F_SHARED : 0u) ||
+	    ((copy->flags & AP_POOL_F_CHAN_DROP) && copy->version != AP_POOL_VERSION_CHANNELS))
 		return -EBADMSG;
 	if (copy->buffer_count == 0 || copy->buffer_count > AP_MAX_COUNT)
 		return -EBADMSG;
 	if (copy->buffer_size == 0 || copy->buffer_size % 64)
 		return -EBADMSG;
+	/* An item's span is 32-bit (version 5). */
+	if (copy->channel_count && copy->buffer_size > UINT32_MAX)
+		return -EBADMSG;
 	if (copy->attach_slots != (shared ? AP_ATTACH_SLOTS : 0u))
 		return -EBADMSG;
-	/* Version 3 has no channels; 4 has, in a shared pool only. */
+	/* Version 3 has no channels; 5 has, in a shared pool only. */
 	if ((copy->version == AP_POOL_VERSION) != (copy->channel_count == 0) ||
 	    !ap_layout_geometry_ch(copy->buffer_count, shared, copy->channel_count,
 				   copy->channel_capacity, &g))
@@ -81,7 +85,11 @@ static inline int ap_header_check(const void *mem, size_t size, bool shared,
 	    !ap_offset_ok(copy->channel_offset, (uint64_t)copy->channel_count * g.chan_stride,
 			  g.storage_size, g.chan_offset))
 		return -EBADMSG;
-	if (!copy->channel_count && copy->channel_offset)
+	if (copy->channel_count &&
+	    !ap_offset_ok(copy->from_offset, (uint64_t)copy->buffer_count * sizeof(struct ap_chan_from),
+			  g.storage_size, g.from_offset))
+		return -EBADMSG;
+	if (!copy->channel_count && (copy->channel_offset || copy->from_offset))
 		return -EBADMSG;
 	for (size_t i = 0; i < sizeof(copy->reserved) / sizeof(copy->reserved[0]); i++)
 		if (copy->reserved[i])

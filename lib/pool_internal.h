@@ -61,10 +61,11 @@ struct asyncpool {
 	_Atomic uint32_t         quarantine_ms;
 	_Atomic uint64_t         reclaim_after; /* no automatic reclaim before (coarse ns) */
 	_Atomic bool             reclaiming;    /* a thread of this handle is in ap_reclaim */
-	/* Channels (version 4, channel.c), from the header as validated
+	/* Channels (version 5, channel.c), from the header as validated
 	 * at create or open: the shared copy is a peer's to rewrite. */
 	uint32_t                 chan_count;
 	uint32_t                 chan_cap;
+	bool                     chan_drop;     /* AP_POOL_F_CHAN_DROP */
 	struct ap_depot         *depot;         /* a local pool's, with caches (pool_depot.c) */
 	/* Owners' inboxes of a pool whose caches lend, by owner id (1..;
 	 * pool_owner.c): a fixed table, so that senders read it unlocked. */
@@ -126,9 +127,10 @@ int  ap_layout_size(uint32_t count, bool shared, uint32_t channels, uint32_t cap
 void ap_layout_init(void *mem, uint32_t count, size_t buffer_size, bool shared,
 		    uint32_t channels, uint32_t capacity);
 void ap_layout_publish(void *mem);
-/* pool_shared.c: asyncpool_create_shared() with channels (version 4). */
+/* pool_shared.c: asyncpool_create_shared() with channels (version 5);
+ * chan_flags AP_POOL_F_CHAN_DROP or 0. */
 int  ap_create_shared(void *mem, size_t size, struct asyncpool_region *r, uint32_t channels,
-		      uint32_t capacity, struct asyncpool **out);
+		      uint32_t capacity, uint32_t chan_flags, struct asyncpool **out);
 void ap_pool_bind(struct asyncpool *pool, void *mem, struct asyncpool_region *r);
 int  ap_pool_check_region(const struct asyncpool_region *r);
 

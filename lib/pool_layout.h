@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The memory layout of a pool's freelist, version 3, or 4 for a shared
- * pool with channels (channel.c).  A local pool keeps
+ * The memory layout of a pool's freelist, version 3, or 5 for a shared
+ * pool with channels (channel.c; 4 was 1.4-1.9's, which this build
+ * refuses: its delivery rules differ).  A local pool keeps
  * it on the heap, a shared pool in memory that several processes map, so
  * it holds no pointers: only indices and offsets from its start.
  * man/man7/asyncpool-shared.7 documents it for other implementations.
@@ -13,12 +14,15 @@
  *   ...  link[]            uint32 per buffer: the next free buffer
  *   ...  depth[]           uint32 per buffer: free buffers from it to the end
  *   ...  attach[]          AP_ATTACH_SLOTS x AP_ATTACH_SIZE bytes  shared only
- *   ...  chan[]            channel_count x the stride of a channel  version 4 only
+ *   ...  chan[]            channel_count x the stride of a channel  version 5 only
+ *   ...  from[]            32 bytes per buffer: the channel a lease came from  version 5 only
  *
  * A pool created without channels is version 3, byte for byte as 1.3
- * wrote it, so that 1.3 opens it; one with channels is version 4, which
- * 1.3 refuses (-EPROTONOSUPPORT), and which differs from 3 only by the
- * channel area and the three header fields that describe it.
+ * wrote it, so that 1.3 opens it; one with channels is version 5 (since
+ * 1.10), which 1.3 to 1.9 refuse (-EPROTONOSUPPORT), and which differs
+ * from 3 only by the channel area, from[], and the header fields that
+ * describe them.  Version 4 (1.4 to 1.9) had 16-byte slots, no
+ * redelivery ring and no from[]; this build refuses it.
  *
  * Version 1 had uint32 words (a link or a state, no generation, no
  * holder) and a reserved owners[] array; version 2 kept the link in the
@@ -37,7 +41,7 @@
 
 #define AP_POOL_MAGIC   0x4c4f5041u     /* "APOL" in little-endian memory */
 #define AP_POOL_VERSION 3u
-#define AP_POOL_VERSION_CHANNELS 4u     /* a shared pool with channels */
+#define AP_POOL_VERSION_CHANNELS 5u     /* a shared pool with channels (1.10) */
 #define AP_ATTACH_SLOTS 64u
 #define AP_ATTACH_SIZE  832u            /* one struct ap_attach */
 
@@ -53,7 +57,7 @@
  *               1 + the attachment slot that leased, cached or pushed it
  *   bits 62-63  kind: FREE (on the list, or being pushed or popped),
  *               LEASED, CACHED (in a per-thread cache of the holder),
- *               QUEUED (version 4: in channel c, bits 32-47, holder 0,
+ *               QUEUED (version 5: in channel c, bits 32-47, holder 0,
  *               the generation of the lease that was sent)
  *
  * The generation is as wide as the one of a lease and of a token: all
@@ -91,7 +95,7 @@
 #define AP_K_FREE    0u
 #define AP_K_LEASED  1u
 #define AP_K_CACHED  2u
-#define AP_K_QUEUED  3u                 /* in a channel (version 4); never in version 3 */
+#define AP_K_QUEUED  3u                 /* in a channel (version 5); never in version 3 */
 
 #define AP_GEN_BITS    32u
 #define AP_HOLDER_MASK 0x7fu
@@ -157,13 +161,15 @@ struct ap_pool_header {
 	uint64_t depth_offset;          /* depth[] */
 	uint64_t attach_offset;         /* 0 for local pools */
 	uint64_t link_offset;           /* link[] (version 3) */
-	uint32_t channel_count;         /* version 4: channels, else 0 */
-	uint32_t channel_capacity;      /* version 4: entries per channel, a power of two, else 0 */
-	uint64_t channel_offset;        /* version 4: chan[], else 0 */
-	uint64_t reserved[3];           /* zero */
+	uint32_t channel_count;         /* version 5: channels, else 0 */
+	uint32_t channel_capacity;      /* version 5: entries per channel, a power of two, else 0 */
+	uint64_t channel_offset;        /* version 5: chan[], else 0 */
+	uint64_t from_offset;           /* version 5: from[], else 0 */
+	uint64_t reserved[2];           /* zero */
 };
 
-#define AP_POOL_F_SHARED 1u
+#define AP_POOL_F_SHARED    1u
+#define AP_POOL_F_CHAN_DROP 2u          /* version 5: a dead receiver's items go to the freelist */
 
 /*
  * The head line.  Beside the head word, the two words of waiting
@@ -264,14 +270,17 @@ static inline uint64_t ap_pid_ns(void)
 #define AP_LOCK_RECLAIM (AP_LOCK_BASE + AP_ATTACH_SLOTS)
 
 /*
- * A channel (version 4, channel.c): a single-producer single-consumer
- * ring of tokens, its two ends, its step record and its counters, on
- * lines of their own, then capacity slots of 16 bytes.  The sender
- * writes a slot's token, then its seq (the position + 1: it is
- * published); the receiver polls the seq of the slot at its position,
- * so it reads no index of the sender's, and writes head, which the
- * sender reads only when the ring looks full by its own copy.  Every
- * field is writable by every holder of the fd: channel.c trusts none.
+ * A channel (version 5, channel.c): a single-producer single-consumer
+ * ring of items, its two ends, its step record and its counters, on
+ * lines of their own, then capacity slots of 32 bytes (the ring), then
+ * capacity slots more (the redelivery ring, whose producer is the
+ * reclaim, reclaim.c).  The sender writes a slot's token, tag and span,
+ * then its seq (the position + 1: it is published); the receiver polls
+ * the seq of the slot at its position, so it reads no index of the
+ * sender's, and writes head, which the sender reads only when the ring
+ * looks full by its own copy.  An item's metadata rides in its slot's
+ * line.  Every field is writable by every holder of the fd: channel.c
+ * trusts none.
  */
 #define AP_CHAN_MAX     1024u           /* channels per pool */
 #define AP_CHAN_CAP_MAX 65536u          /* entries per channel */
@@ -280,7 +289,32 @@ static inline uint64_t ap_pid_ns(void)
 struct ap_chan_slot {
 	_Atomic uint64_t seq;           /* position + 1 once published */
 	_Atomic uint64_t token;         /* generation << 32 | index */
+	_Atomic uint64_t tag;           /* the sender's */
+	_Atomic uint64_t span;          /* length << 32 | offset, inside the buffer */
 };
+
+#define AP_SPAN_MAKE(off, len) (((uint64_t)(uint32_t)(len) << 32) | (uint32_t)(off))
+#define AP_SPAN_OFF(s)         ((uint32_t)(s))
+#define AP_SPAN_LEN(s)         ((uint32_t)((s) >> 32))
+
+/*
+ * from[i] (version 5): while buffer i is LEASED at generation g by the
+ * receiver of channel c that took it, chan_gen is (c + 1) << 32 | g,
+ * and tag and span are the item's: what a reclaim puts back in channel
+ * c if that receiver dies holding it (reclaim.c).  The receiver writes
+ * it before its CAS on the word (chan_gen last), so that a receiver
+ * that dies after the CAS left it whole.  Meaningful only while the
+ * word is LEASED at g (like the fenced generation): a release, a send,
+ * an adoption or a new lease changes the word, and a reclaim that reads
+ * a chan_gen of another generation gives the buffer to the freelist.
+ */
+struct ap_chan_from {
+	_Atomic uint64_t chan_gen;
+	_Atomic uint64_t tag;
+	_Atomic uint64_t span;
+	uint64_t pad;
+};
+#define AP_FROM_MAKE(c, g) (((uint64_t)((c) + 1) << 32) | (uint32_t)(g))
 
 struct ap_chan {
 	/* The ends: 0 free, else epoch << 8 | attachment slot + 1. */
@@ -298,14 +332,19 @@ struct ap_chan {
 	/* The receiver's line. */
 	_Atomic uint64_t head;          /* the next position to receive */
 	_Atomic uint64_t received;
-	uint64_t pad2[6];
+	_Atomic uint64_t rhead;         /* the next redelivered position to receive */
+	_Atomic uint32_t room;          /* the sender's wake word: bit 0 it waits for room */
+	uint32_t pad2a;
+	uint64_t pad2[4];
 	/* The wake word: bit 0 the receiver waits, 1-31 a sequence (pool_wait.h). */
 	_Atomic uint32_t wait;
 	uint32_t pad3[15];
 	/* Counted by whoever sees it, rarely. */
 	_Atomic uint64_t corruptions;   /* entries the word refused */
 	_Atomic uint64_t reclaimed;     /* buffers a reclaim took out of the channel */
-	uint64_t pad4[6];
+	_Atomic uint64_t redelivered;   /* held items a reclaim put in the redelivery ring */
+	_Atomic uint64_t bad_spans;     /* entries refused: a span outside the buffer */
+	uint64_t pad4[4];
 };
 
 _Static_assert(sizeof(struct ap_chan) == AP_CHAN_LINES * 64, "a channel's control lines");
@@ -313,12 +352,14 @@ _Static_assert(offsetof(struct ap_chan, step_pos) == 64, "the sender's line");
 _Static_assert(offsetof(struct ap_chan, head) == 128, "the receiver's line");
 _Static_assert(offsetof(struct ap_chan, wait) == 192, "the wake line");
 _Static_assert(offsetof(struct ap_chan, corruptions) == 256, "the counters' line");
+_Static_assert(sizeof(struct ap_chan_slot) == 32, "two slots a line");
+_Static_assert(sizeof(struct ap_chan_from) == 32, "two from[] a line");
 
-/* Bytes of one channel of capacity entries, a multiple of 64. */
+/* Bytes of one channel of capacity entries (two rings), a multiple of 64. */
 static inline uint64_t ap_chan_stride(uint32_t capacity)
 {
 	return sizeof(struct ap_chan) +
-	       (((uint64_t)capacity * sizeof(struct ap_chan_slot) + 63) & ~(uint64_t)63);
+	       2 * (((uint64_t)capacity * sizeof(struct ap_chan_slot) + 63) & ~(uint64_t)63);
 }
 
 /* The largest buffer_count of a layout (ASYNCPOOL_MAX_BUFFERS). */
@@ -345,6 +386,7 @@ struct ap_layout_geometry {
 	uint64_t attach_offset;         /* 0 for local pools */
 	uint64_t chan_offset;           /* chan[]: 0 without channels */
 	uint64_t chan_stride;           /* bytes per channel: 0 without */
+	uint64_t from_offset;           /* from[]: 0 without channels */
 	uint64_t storage_size;          /* bytes of the whole layout */
 };
 
@@ -382,6 +424,9 @@ static inline bool ap_layout_geometry_ch(uint32_t count, bool shared, uint32_t c
 	g->chan_offset = channels ? g->storage_size : 0;
 	g->chan_stride = channels ? ap_chan_stride(capacity) : 0;
 	g->storage_size += (uint64_t)channels * g->chan_stride;
+	g->from_offset = channels ? g->storage_size : 0;
+	if (channels)
+		g->storage_size += (uint64_t)count * sizeof(struct ap_chan_from);
 	return ok;
 }
 

@@ -67,7 +67,7 @@ static int shared_handle(void *mem, size_t storage_size, struct asyncpool_region
 
 /* A layout of version 3, or 4 with channels x capacity (channel.c). */
 int ap_create_shared(void *mem, size_t size, struct asyncpool_region *r, uint32_t channels,
-		     uint32_t capacity, struct asyncpool **out)
+		     uint32_t capacity, uint32_t chan_flags, struct asyncpool **out)
 {
 	struct ap_pool_header *hdr = mem;
 	struct asyncpool *pool;
@@ -84,6 +84,10 @@ int ap_create_shared(void *mem, size_t size, struct asyncpool_region *r, uint32_
 	if (rc)
 		return rc;
 	ap_layout_init(mem, r->buffer_count, r->buffer_size, true, channels, capacity);
+	if (channels && (chan_flags & AP_POOL_F_CHAN_DROP)) {
+		hdr->flags |= AP_POOL_F_CHAN_DROP;
+		pool->chan_drop = true;
+	}
 	ap_layout_publish(mem);
 	*out = pool;
 	return 0;
@@ -92,7 +96,7 @@ int ap_create_shared(void *mem, size_t size, struct asyncpool_region *r, uint32_
 AP_EXPORT int asyncpool_create_shared(void *mem, size_t size, struct asyncpool_region *r,
 				      struct asyncpool **out)
 {
-	return ap_create_shared(mem, size, r, 0, 0, out);
+	return ap_create_shared(mem, size, r, 0, 0, 0, out);
 }
 
 AP_EXPORT int asyncpool_open_shared(void *mem, size_t size, struct asyncpool_region *r,
@@ -116,8 +120,11 @@ AP_EXPORT int asyncpool_open_shared(void *mem, size_t size, struct asyncpool_reg
 	head = AP_HEAD_INDEX(atomic_load_explicit(&line->head, memory_order_acquire));
 	if (head >= hdr.buffer_count && head != AP_FL_END)
 		return -EBADMSG;
-	return shared_handle(mem, hdr.storage_size, r, hdr.channel_count, hdr.channel_capacity,
-			     out);
+	rc = shared_handle(mem, hdr.storage_size, r, hdr.channel_count, hdr.channel_capacity,
+			   out);
+	if (!rc)
+		(*out)->chan_drop = !!(hdr.flags & AP_POOL_F_CHAN_DROP);
+	return rc;
 }
 
 /*

@@ -33,7 +33,7 @@
  * handle share its open file description, which never conflicts with
  * its own lock: a flag of the handle serialises them.
  *
- * Channels (layout version 4, channel.c), only by a reclaimer with an
+ * Channels (layout version 5, channel.c), only by a reclaimer with an
  * attachment of its own (one without would claim for a holder that may
  * not stay dead; a later reclaim does it):
  * - an end whose attachment is dead (or gone: its record no longer LIVE
@@ -46,10 +46,24 @@
  *   entry a dead receiver took but did not move head past names the
  *   same buffer at its older generation (tests/model/channel.pml,
  *   -DBY_INDEX);
- * - a dead receiver's ring: every published entry whose word is QUEUED
- *   in this channel at the token's generation goes back to the freelist
- *   at once (its receiver never touched it), and head moves past them;
- *   an entry it took is LEASED by it and comes back after the quarantine.
+ * - a dead receiver's ring stays as it is, for the next receiver (since
+ *   1.10).  With AP_POOL_F_CHAN_DROP (1.4's rule): every published
+ *   entry whose word is QUEUED in this channel at the token's
+ *   generation goes back to the freelist at once (its receiver never
+ *   touched it), and head moves past them;
+ * - a buffer a dead process held that it received from channel c (its
+ *   word LEASED by it at g, from[i] naming c at g) goes, after the
+ *   quarantine, into c's redelivery ring instead of the freelist (not
+ *   with AP_POOL_F_CHAN_DROP).  The reclaim is that ring's one producer
+ *   (reclaims serialise on the reclaimer word), the receiver its
+ *   consumer, as the sender and the receiver of the ring: the item's
+ *   tag, span and token into the slot at the first unpublished
+ *   position, CAS the word LEASED(dead, g) -> QUEUED(c, g), publish.  A
+ *   reclaimer that dies between the CAS and the publish left a QUEUED
+ *   word that its slot names at that position: the next reclaim
+ *   publishes it before anything else (redo_begin).  A full ring leaves
+ *   the buffer LEASED by the dead, and its attachment DEAD, for a later
+ *   reclaim (tests/model/channel.pml, -DREDO).
  *
  * Everything read from the layout is bounded: a buffer is claimed at
  * most once per scan (a bitmap), so claimed[] never holds more than
@@ -204,6 +218,7 @@ struct reclaim {
 	unsigned char *reach;
 	unsigned char *done;    /* claimed in this scan: at most once each */
 	uint32_t *pub;          /* a channel's published generation of each buffer (chan_sender) */
+	uint64_t *rpos;         /* per channel: the next redelivery position; NULL: none */
 	bool have_snapshot;
 };
 
@@ -336,6 +351,98 @@ static void chan_receiver(struct reclaim *r, struct ap_chan *ch, uint32_t c)
 	atomic_store_explicit(&ch->head, p, memory_order_release);
 }
 
+static struct ap_chan *chan_of(struct asyncpool *pool, uint32_t c)
+{
+	return ap_chan_in(pool->storage, pool->fl.count, pool->chan_count, pool->chan_cap, c);
+}
+
+/*
+ * The next redelivery position of channel c, once per scan; a
+ * redelivery a dead reclaimer queued and did not publish is published
+ * first: the slot at the first unpublished position names a word QUEUED
+ * in c at the slot's generation (a slot of an earlier lap names a word
+ * that its receiver moved on since).
+ */
+static void redo_begin(struct reclaim *r, uint32_t c)
+{
+	struct asyncpool *pool = r->pool;
+	struct ap_chan *ch = chan_of(pool, c);
+	struct ap_chan_slot *redo = ap_chan_redo(ch, pool->chan_cap);
+	uint32_t cap = pool->chan_cap, mask = cap - 1;
+	uint64_t h = atomic_load_explicit(&ch->rhead, memory_order_acquire);
+	uint32_t d = ap_ring_depth(redo, cap, h);
+	uint64_t p = h + d, t;
+
+	if (d < cap) {
+		t = atomic_load_explicit(&redo[p & mask].token, memory_order_relaxed);
+		if (AP_TOKEN_GEN(t) && AP_TOKEN_INDEX(t) < pool->fl.count &&
+		    ap_state_load(&pool->fl.state[AP_TOKEN_INDEX(t)]) ==
+			    ap_queued_word(c, AP_TOKEN_GEN(t))) {
+			atomic_store_explicit(&redo[p & mask].seq, p + 1, memory_order_seq_cst);
+			atomic_fetch_add_explicit(&ch->redelivered, 1, memory_order_relaxed);
+			ap_word_wake(&ch->wait, true);
+			p++;
+		}
+	}
+	r->rpos[c] = p;
+}
+
+/*
+ * Buffer i, word w LEASED by a dead receiver of channel c at g, from[i]
+ * saying so (tag, span): into c's redelivery ring.  false if the ring is
+ * full (the buffer stays as it is, for a later reclaim).
+ */
+static bool redeliver(struct reclaim *r, uint32_t c, uint32_t i, uint64_t w, uint64_t tag,
+		      uint64_t span)
+{
+	struct asyncpool *pool = r->pool;
+	struct ap_chan *ch = chan_of(pool, c);
+	struct ap_chan_slot *slot = &ap_chan_redo(ch, pool->chan_cap)[r->rpos[c] &
+									(pool->chan_cap - 1)];
+	uint64_t p = r->rpos[c];
+
+	/* A head a peer wrote beyond ours wraps to full. */
+	if (p - atomic_load_explicit(&ch->rhead, memory_order_acquire) >= pool->chan_cap)
+		return false;
+	atomic_store_explicit(&slot->tag, tag, memory_order_relaxed);
+	atomic_store_explicit(&slot->span, span, memory_order_relaxed);
+	atomic_store_explicit(&slot->token, AP_TOKEN_MAKE(AP_W_GEN(w), i), memory_order_relaxed);
+	AP_TEST_AT(AP_TP_CHAN_REDO_TOKEN);
+	if (!ap_state_redeliver(&pool->fl.state[i], w, c))
+		return true;            /* the word moved: not the dead's any more */
+	AP_TEST_AT(AP_TP_CHAN_REDO_QUEUED);
+	atomic_store_explicit(&slot->seq, p + 1, memory_order_seq_cst);
+	r->rpos[c] = p + 1;
+	atomic_fetch_add_explicit(&ch->redelivered, 1, memory_order_relaxed);
+	ap_word_wake(&ch->wait, true);
+	return true;
+}
+
+/*
+ * A dead holder's LEASED word w of buffer i, past the quarantine: the
+ * channel it came from, if from[i] says it was received from one at
+ * w's generation (and the pool redelivers); else -1.
+ */
+static int32_t leased_from(struct reclaim *r, uint32_t i, uint64_t w, uint64_t *tag,
+			   uint64_t *span)
+{
+	struct asyncpool *pool = r->pool;
+	struct ap_chan_from *f;
+	uint64_t cg;
+	uint32_t c;
+
+	if (!pool->chan_count || pool->chan_drop)
+		return -1;
+	f = &ap_chan_from_in(pool->storage, pool->fl.count, pool->chan_count, pool->chan_cap)[i];
+	cg = atomic_load_explicit(&f->chan_gen, memory_order_acquire);
+	c = (uint32_t)(cg >> 32);
+	if (!c || c > pool->chan_count || (uint32_t)cg != AP_W_GEN(w))
+		return -1;
+	*tag = atomic_load_explicit(&f->tag, memory_order_relaxed);
+	*span = atomic_load_explicit(&f->span, memory_order_relaxed);
+	return (int32_t)(c - 1);
+}
+
 /* Free end word *w if it still is v. */
 static void end_free(_Atomic uint64_t *w, uint64_t v)
 {
@@ -365,7 +472,7 @@ static bool reclaim_channels(struct asyncpool *pool, struct reclaim *r, uint64_t
 			continue;
 		if (sd)
 			chan_sender(r, ch, c);
-		if (rd)
+		if (rd && pool->chan_drop)
 			chan_receiver(r, ch, c);
 		if (sd)
 			end_free(&ch->send_end, s);
@@ -443,6 +550,16 @@ int ap_reclaim(struct asyncpool *pool)
 		rc = -ENOMEM;
 		goto out;
 	}
+	/* Redelivery: by a reclaimer with an attachment (see above). */
+	if (pool->chan_count && !pool->chan_drop && fl->me) {
+		r.rpos = malloc((size_t)pool->chan_count * sizeof(*r.rpos));
+		if (!r.rpos) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		for (uint32_t c = 0; c < pool->chan_count; c++)
+			redo_begin(&r, c);
+	}
 	r.have_snapshot = snapshot(fl, r.reach);
 	for (uint32_t i = 0; i < fl->count; i++) {
 		uint64_t w = ap_state_load(&fl->state[i]);
@@ -454,12 +571,21 @@ int ap_reclaim(struct asyncpool *pool)
 		case AP_K_CACHED:
 			claim(&r, i, w, h);
 			break;
-		case AP_K_LEASED:
-			if (now - since[s] >= q)
+		case AP_K_LEASED: {
+			uint64_t tag, span;
+			int32_t c;
+
+			if (now - since[s] < q) {
+				pending |= (uint64_t)1 << s;
+				break;
+			}
+			c = leased_from(&r, i, w, &tag, &span);
+			if (c < 0)
 				claim(&r, i, w, h);
-			else
+			else if (!r.rpos || !redeliver(&r, (uint32_t)c, i, w, tag, span))
 				pending |= (uint64_t)1 << s;
 			break;
+		}
 		case AP_K_FREE:
 			if (unreachable(&r, i))
 				claim(&r, i, w, h);
@@ -527,6 +653,7 @@ out:
 	free(r.reach);
 	free(r.done);
 	free(r.pub);
+	free(r.rpos);
 unlock:
 	reclaimer_drop(pool, mine);
 	atomic_store_explicit(&pool->reclaiming, false, memory_order_release);

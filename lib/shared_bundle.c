@@ -22,7 +22,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define AP_SHARED_FLAGS ASYNCPOOL_SHARED_HUGE_PREFER
+#define AP_SHARED_FLAGS (ASYNCPOOL_SHARED_HUGE_PREFER | ASYNCPOOL_SHARED_CHANNEL_DROP)
 
 /* The smallest options struct this library accepts: the first version's. */
 #define SHARED_OPTS_V1 (offsetof(struct asyncpool_shared_options, reserved) + sizeof(uint32_t))
@@ -80,7 +80,7 @@ static void bundle_free(struct asyncpool_shared *sp)
 /* Slab, region and pool over sp->shm, whose geometry has been checked. */
 static int bundle_build(struct asyncpool_shared *sp, struct asyncpool_proactor *p,
 			uint32_t count, size_t bs, uint32_t channels, uint32_t capacity,
-			size_t buffers_off, bool create, bool reclaim)
+			uint32_t chan_flags, size_t buffers_off, bool create, bool reclaim)
 {
 	struct asyncpool_shm *map;
 	size_t storage;
@@ -111,7 +111,7 @@ static int bundle_build(struct asyncpool_shared *sp, struct asyncpool_proactor *
 		return rc;
 	if (create)
 		rc = ap_create_shared(sp->shm.base, storage, sp->region, channels, capacity,
-				      &sp->pool);
+				      chan_flags, &sp->pool);
 	else
 		rc = asyncpool_open_shared(sp->shm.base, storage, sp->region, &sp->pool);
 	if (rc)
@@ -147,6 +147,11 @@ static int options_in(struct asyncpool_shared_options *o,
 		return -EINVAL;
 	if (o->buffer_size == 0 || o->buffer_size % AP_BUFFER_ALIGN)
 		return -EINVAL;
+	/* An item's span is 32-bit offset and length (pool_layout.h). */
+	if (o->channels && o->buffer_size > UINT32_MAX)
+		return -EINVAL;
+	if (!o->channels && (o->flags & ASYNCPOOL_SHARED_CHANNEL_DROP))
+		return -EINVAL;
 	return bundle_geometry(o->buffer_count, o->buffer_size, o->channels,
 			       o->channel_capacity, off, total);
 }
@@ -172,7 +177,9 @@ static int bundle_create(const struct asyncpool_shared_options *o, size_t off, s
 		return rc;
 	}
 	rc = bundle_build(sp, p, o->buffer_count, o->buffer_size, o->channels,
-			  o->channel_capacity, off, true, false);
+			  o->channel_capacity,
+			  (o->flags & ASYNCPOOL_SHARED_CHANNEL_DROP) ? AP_POOL_F_CHAN_DROP : 0, off,
+			  true, false);
 	if (rc) {
 		bundle_free(sp);
 		if (o->name)
@@ -217,7 +224,7 @@ static int bundle_open(struct asyncpool_shared *sp, struct asyncpool_proactor *p
 	if (rc || total > sp->shm.size)
 		return -EBADMSG;
 	return bundle_build(sp, p, hdr.buffer_count, (size_t)hdr.buffer_size, hdr.channel_count,
-			    hdr.channel_capacity, off, false, reclaim);
+			    hdr.channel_capacity, 0, off, false, reclaim);
 }
 
 /* The smallest open options struct this library accepts: up to proactor. */

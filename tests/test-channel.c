@@ -3,7 +3,7 @@
  * Channels (issue 33): the calls, their errors, the word's rules (a sent
  * lease is stale at once; only the receiver gets it, at a new
  * generation), full and empty, batches, the waits, the counters, a
- * receiver in another process, and layout version 4 beside 3.
+ * receiver in another process, and layout version 5 beside 3.
  */
 #include "config.h"
 
@@ -69,7 +69,7 @@ static void test_options(void)
 	is_int(asyncpool_shared_create(&o, &sp), -EINVAL, "create: a capacity without channels");
 }
 
-/* A pool without channels is version 3 byte for byte; with, version 4. */
+/* A pool without channels is version 3 byte for byte; with, version 5. */
 static void test_versions(void)
 {
 	struct asyncpool_shared_options o;
@@ -95,13 +95,15 @@ static void test_versions(void)
 	ok(!memcmp(ha + 88, (const char[40]){ 0 }, 40),
 	   "  the channel fields and reserved words are zero (1.3 requires it)");
 	is_int((long)*(const uint64_t *)(ha + 16), (long)storage, "  storage_size as in 1.3");
-	is_int(((const uint32_t *)hc)[1], 4, "a pool with channels: version 4");
+	is_int(((const uint32_t *)hc)[1], 5, "a pool with channels: version 5");
 	is_int(((const uint32_t *)hc)[22], 2, "  channel_count at 88");
 	is_int(((const uint32_t *)hc)[23], CAP, "  channel_capacity at 92");
 	is_int((long)*(const uint64_t *)(hc + 96), (long)storage,
 	       "  channel_offset at 96: right after the attachments");
-	is_int((long)*(const uint64_t *)(hc + 16), (long)(storage + 2 * (320 + CAP * 16)),
-	       "  storage_size: two channels of 5 lines and 4 slots of 16 bytes");
+	is_int((long)*(const uint64_t *)(hc + 104), (long)(storage + 2 * (320 + 2 * CAP * 32)),
+	       "  from_offset at 104: right after the channels");
+	is_int((long)*(const uint64_t *)(hc + 16), (long)(storage + 2 * (320 + 2 * CAP * 32) + N * 32),
+	       "  storage_size: two channels of 5 lines and 2 x 4 slots of 32 bytes, from[] of 32 bytes");
 	asyncpool_shared_close(a);
 	asyncpool_shared_close(b);
 	asyncpool_shared_close(c);
@@ -134,7 +136,7 @@ static void test_open(void)
 	need = asyncpool_shared_shm(sp)->size;
 	mem = asyncpool_shared_shm(sp)->base;
 	is_int(asyncpool_open_shared(mem, need, asyncpool_shared_region(sp), &raw), 0,
-	       "open_shared (raw) of a version 4 layout");
+	       "open_shared (raw) of a version 5 layout");
 	is_int(asyncpool_channel_open(raw, 0, ASYNCPOOL_CHANNEL_SEND, &x), -EOPNOTSUPP,
 	       "open: a handle over raw memory: -EOPNOTSUPP");
 	asyncpool_destroy(raw);
@@ -277,7 +279,7 @@ static void test_handoff(void)
 
 		ok(fd >= 0, "wait_fd");
 		is_int(asyncpool_channel_wait_fd(r), fd, "  the same fd again");
-		is_int(asyncpool_channel_wait_fd(s), -EINVAL, "  of a send end: -EINVAL");
+		is_int(asyncpool_channel_wait_fd(NULL), -EINVAL, "  of NULL: -EINVAL");
 		is_int(poll(&p, 1, 0), 0, "  not readable while empty");
 		if (asyncpool_acquire(pool, &l))
 			bail_out("acquire");
@@ -346,29 +348,59 @@ static void test_processes(void)
 }
 
 /*
- * Send tokens[0 .. CAP-1] through channel 0 from a
- * child of fork() that opens the send end with its parent's handle:
- * the child's exit status says what its open and send returned.
+ * Send tokens[0 .. CAP-1] through channel 0 from a child of fork():
+ * with its parent's handle (own 0), or (the recipe of
+ * asyncpool_channel_open(3)) a handle of its own, opened from the
+ * parent's fd, which attaches the child.  The tokens are the parent's
+ * leases, adopted by the child first.  die: the child SIGKILLs itself
+ * holding the end, after its sends.  The child's exit status says what
+ * its open and send returned (-1: killed).
  */
-static int child_sends(struct asyncpool *pool, const uint64_t *tokens)
+static int child_sends_how(struct asyncpool_shared *sp, const uint64_t *tokens, bool own, bool die)
 {
+	struct asyncpool *pool = asyncpool_shared_pool(sp);
+	struct asyncpool_shared *csp;
 	struct asyncpool_channel *s;
+	uint64_t t[CAP];
 	int status, rc;
 	pid_t pid;
 
 	fflush(stdout);
 	pid = fork_or_bail();
 	if (pid == 0) {
+		memcpy(t, tokens, sizeof(t));
+		if (own) {
+			if (asyncpool_shared_open_fd(asyncpool_shared_fd(sp), &csp))
+				_exit(14);
+			pool = asyncpool_shared_pool(csp);
+		}
 		rc = asyncpool_channel_open(pool, 0, ASYNCPOOL_CHANNEL_SEND, &s);
 		if (rc)
-			_exit(rc == -EBUSY ? 10 : 11);
-		rc = asyncpool_channel_send_tokens(s, tokens, CAP);
+			_exit(rc == -EBUSY ? 10 : rc == -ECHILD ? 13 : 11);
+		/* The parent's leases become the child's (asyncpool_lease_adopt(3)). */
+		for (int k = 0; own && k < CAP; k++) {
+			struct asyncpool_lease l;
+
+			if (asyncpool_lease_adopt_token(pool, t[k], &l))
+				_exit(15);
+			t[k] = asyncpool_lease_token(&l);
+		}
+		rc = asyncpool_channel_send_tokens(s, t, CAP);
+		if (die)
+			raise(SIGKILL);
 		asyncpool_channel_close(s);
 		_exit(rc == CAP ? 0 : 12);
 	}
-	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+	if (waitpid(pid, &status, 0) != pid)
+		return -2;
+	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
 		return -1;
-	return WEXITSTATUS(status);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -2;
+}
+
+static int child_sends(struct asyncpool_shared *sp, const uint64_t *tokens)
+{
+	return child_sends_how(sp, tokens, true, false);
 }
 
 /*
@@ -397,11 +429,13 @@ static void test_fork_ends(void)
 	}
 	if (asyncpool_acquire_tokens(pool, t, CAP))
 		bail_out("acquire");
-	is_int(child_sends(pool, t), 10, "fork: the child's open of the end its parent holds: -EBUSY");
+	is_int(child_sends_how(sp, t, false, false), 13,
+	       "fork: the child's open with its parent's handle: -ECHILD");
+	is_int(child_sends(sp, t), 10, "fork: the child's open of the end its parent holds: -EBUSY");
 	is_int(asyncpool_channel_recv_tokens(r, got, CAP), -EAGAIN, "  nothing sent");
 	asyncpool_channel_close(s);
 	for (round = 0; round < 2; round++) {
-		is_int(child_sends(pool, t), 0,
+		is_int(child_sends(sp, t), 0,
 		       "fork %d: the parent closed the end; the child opens it, sends %d, closes it",
 		       round + 1, CAP);
 		is_int(asyncpool_channel_recv_tokens(r, got, CAP), CAP, "  the parent receives %d", CAP);
@@ -412,7 +446,21 @@ static void test_fork_ends(void)
 		/* The next child sends them again. */
 		memcpy(t, got, sizeof(t));
 	}
-	is_int((long)stats_of(pool, 0).sent, 3 + 2 * CAP, "stats: every send counted, the children's too");
+	/* Item 7 of issue 52: the child dies holding the end. */
+	is_int(child_sends_how(sp, t, true, true), -1,
+	       "fork 3: the child opens the pool and the end, sends %d, dies holding the end", CAP);
+	is_int(asyncpool_channel_peer(r), ASYNCPOOL_CHANNEL_END_DEAD, "  the receiver sees its sender dead");
+	is_int(asyncpool_channel_recv_tokens(r, got, CAP), CAP, "  the parent receives %d", CAP);
+	memcpy(t, got, sizeof(t));
+	is_int(asyncpool_channel_open(pool, 0, ASYNCPOOL_CHANNEL_SEND, &s), 0,
+	       "  the parent takes the end again");
+	is_int(asyncpool_channel_peer(r), ASYNCPOOL_CHANNEL_END_LIVE, "  the receiver sees it live");
+	is_int(asyncpool_channel_send_tokens(s, t, CAP), CAP, "  and sends through it");
+	is_int(asyncpool_channel_recv_tokens(r, got, CAP), CAP, "  received");
+	memcpy(t, got, sizeof(t));
+	asyncpool_channel_close(s);
+	is_int(asyncpool_channel_peer(r), ASYNCPOOL_CHANNEL_END_FREE, "  closed: the end is free");
+	is_int((long)stats_of(pool, 0).sent, 3 + 4 * CAP, "stats: every send counted, the children's too");
 	is_int((long)stats_of(pool, 0).corruptions, 0, "stats: no entry refused");
 	is_int(asyncpool_release_tokens(pool, t, CAP), 0, "the buffers released");
 	is_int(asyncpool_available(pool), N, "every buffer back");

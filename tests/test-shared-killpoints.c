@@ -63,12 +63,15 @@ static const char *const points[AP_TP_COUNT] = {
 	"pop step recorded", "pop after head CAS", "chain pop marked one",
 	"release claimed", "push linked", "flush uncached",
 	"send recorded", "send queued", "send published", "receive taken", "drain claimed",
+	"send token stored", "receive from[] written", "redelivery slot written",
+	"redelivery queued",
 };
 static const char *const names[AP_TP_COUNT] = {
 	"AP_TP_POP_RECORDED", "AP_TP_POP_CASED", "AP_TP_POP_MARKED",
 	"AP_TP_RELEASE_CLAIMED", "AP_TP_PUSH_LINKED", "AP_TP_FLUSH_UNCACHED",
 	"AP_TP_CHAN_SEND_RECORDED", "AP_TP_CHAN_SEND_QUEUED", "AP_TP_CHAN_SEND_PUBLISHED",
-	"AP_TP_CHAN_RECV_TAKEN", "AP_TP_CHAN_DRAIN_CLAIMED",
+	"AP_TP_CHAN_RECV_TAKEN", "AP_TP_CHAN_DRAIN_CLAIMED", "AP_TP_CHAN_SEND_TOKEN",
+	"AP_TP_CHAN_RECV_FROM", "AP_TP_CHAN_REDO_TOKEN", "AP_TP_CHAN_REDO_QUEUED",
 };
 static const char *const ops[] = { "single", "cached", "bulk", "cached bulk", "token",
 				   "channel send", "channel receive", "channel drain" };
@@ -128,12 +131,19 @@ static void child(int fd, int op)
 	struct asyncpool *pool;
 	struct asyncpool_lease l[6];
 
-	/* The drain happens in the open's own reclaim. */
-	if (op == OP_DRAIN)
-		ap_test_hook_point = hook;
-	if (asyncpool_shared_open_fd(fd, &sp))
+	/* The drain happens in a reclaim of a handle with no quarantine
+	 * (the dead receiver's held buffer is redelivered). */
+	if (asyncpool_shared_open_fd_flags(fd, op == OP_DRAIN ? ASYNCPOOL_SHARED_OPEN_NO_RECLAIM : 0,
+					   &sp))
 		_exit(2);
 	pool = asyncpool_shared_pool(sp);
+	if (op == OP_DRAIN) {
+		if (asyncpool_set_quarantine(pool, 0))
+			_exit(2);
+		ap_test_hook_point = hook;
+		if (asyncpool_reclaim(pool) < 0)
+			_exit(2);
+	}
 	if (op >= OP_SEND) {
 		if (op != OP_DRAIN)
 			child_channel(pool, op);
@@ -276,6 +286,65 @@ static void dead_receiver(int fd)
 		bail_out("the receiving child did not die");
 }
 
+static void kill_first_queued(enum ap_test_point p)
+{
+	if (p == AP_TP_CHAN_SEND_QUEUED)
+		raise(SIGKILL);
+}
+
+/*
+ * A sender of channel 0 that dies between its send's CAS and its publish
+ * (so that the draining child's reclaim has a step to finish: "drain
+ * claimed").
+ */
+static void dead_sender(int fd)
+{
+	int status;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		bail_out("fork");
+	if (pid == 0) {
+		struct asyncpool_shared *sp;
+		struct asyncpool_channel *ch;
+		struct asyncpool_lease l;
+
+		if (asyncpool_shared_open_fd(fd, &sp) ||
+		    asyncpool_channel_open(asyncpool_shared_pool(sp), 0, ASYNCPOOL_CHANNEL_SEND, &ch) ||
+		    asyncpool_acquire(asyncpool_shared_pool(sp), &l))
+			_exit(2);
+		ap_test_hook_point = kill_first_queued;
+		(void)asyncpool_channel_send(ch, &l);
+		_exit(3);
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFSIGNALED(status))
+		bail_out("the sending child did not die");
+}
+
+/*
+ * What channel 1 holds once its receiver died (since 1.10 it stays, and
+ * what the receiver held comes back into it): received and released by
+ * a receiver of ours, -1 if its end cannot be taken.
+ */
+static int drain_channel1(struct asyncpool *pool)
+{
+	struct asyncpool_channel *r;
+	uint64_t t[CAP];
+	int n = 0, rc;
+
+	if (asyncpool_channel_open(pool, 1, ASYNCPOOL_CHANNEL_RECV, &r))
+		return -1;
+	while ((rc = asyncpool_channel_recv_tokens(r, t, CAP)) > 0) {
+		if (asyncpool_release_tokens(pool, t, (uint32_t)rc))
+			bail_out("release of channel 1's tokens");
+		n += rc;
+	}
+	asyncpool_channel_close(r);
+	return n;
+}
+
 /* What channel 0 still holds: received and released (what a dead sender sent). */
 static int drain_received(struct asyncpool *pool)
 {
@@ -366,8 +435,10 @@ int main(void)
 				push_all(pool);
 				if (op == OP_RECV || op == OP_DRAIN)
 					send_n(pool, op == OP_RECV ? 12 : 8);
-				if (op == OP_DRAIN)
+				if (op == OP_DRAIN) {
 					dead_receiver(asyncpool_shared_fd(sp));
+					dead_sender(asyncpool_shared_fd(sp));
+				}
 				kill_at = (enum ap_test_point)p;
 				kill_after = k;
 				seen = 0;
@@ -392,6 +463,8 @@ int main(void)
 				if (rc >= 0)
 					(void)asyncpool_reclaim(pool);
 				got = drain_received(pool);
+				if (op == OP_RECV || op == OP_DRAIN)
+					(void)drain_channel1(pool);
 				/* The k-th single send killed after its publish: k
 				 * delivered; before it: the k - 1 before it, and the
 				 * k-th back to the pool. */

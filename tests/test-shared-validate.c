@@ -114,7 +114,8 @@ static void test_offsets(void)
 	   offsetof(struct ap_pool_header, channel_count) == 88 &&
 	   offsetof(struct ap_pool_header, channel_capacity) == 92 &&
 	   offsetof(struct ap_pool_header, channel_offset) == 96 &&
-	   offsetof(struct ap_pool_header, reserved) == 104,
+	   offsetof(struct ap_pool_header, from_offset) == 104 &&
+	   offsetof(struct ap_pool_header, reserved) == 112,
 	   "header fields at the offsets of asyncpool-shared(7)");
 	ok(!memcmp(good, "APOL", 4), "the magic reads \"APOL\" in memory");
 	is_int(((uint32_t *)good)[1], 3, "layout version 3");
@@ -170,13 +171,14 @@ static void test_fields(void)
 		{ "version 1 (the layout before generations)", F(version), 4, 1, -EPROTONOSUPPORT },
 		{ "version 2 (the link in the word, a 23-bit generation)", F(version), 4, 2,
 		  -EPROTONOSUPPORT },
-		{ "version 4 without channels", F(version), 4, 4, -EBADMSG },
-		{ "version 5", F(version), 4, 5, -EPROTONOSUPPORT },
+		{ "version 4 (1.4 to 1.9's channels)", F(version), 4, 4, -EPROTONOSUPPORT },
+		{ "version 5 without channels", F(version), 4, 5, -EBADMSG },
+		{ "version 6", F(version), 4, 6, -EPROTONOSUPPORT },
 		{ "version 0xffffffff", F(version), 4, 0xffffffff, -EPROTONOSUPPORT },
 		{ "header_size 64", F(header_size), 4, 64, -EBADMSG },
 		{ "header_size 256", F(header_size), 4, 256, -EBADMSG },
 		{ "flags 0 (a local layout)", F(flags), 4, 0, -EBADMSG },
-		{ "flags unknown bit", F(flags), 4, 3, -EBADMSG },
+		{ "flags: CHAN_DROP in version 3", F(flags), 4, 3, -EBADMSG },
 		{ "storage_size + 64", F(storage_size), 8, storage + 64, -EBADMSG },
 		{ "storage_size - 64", F(storage_size), 8, storage - 64, -EBADMSG },
 		{ "storage_size 0", F(storage_size), 8, 0, -EBADMSG },
@@ -214,7 +216,8 @@ static void test_fields(void)
 		{ "channel_offset in version 3", F(channel_offset), 8, 1, -EBADMSG },
 		{ "reserved[0]", F(reserved) + 0, 8, 1, -EBADMSG },
 		{ "reserved[1]", F(reserved) + 8, 8, 1, -EBADMSG },
-		{ "reserved[2]", F(reserved) + 16, 8, 1ull << 63, -EBADMSG },
+		{ "from_offset in version 3", F(from_offset), 8, 1ull << 63, -EBADMSG },
+		{ "flags unknown bit 2", F(flags), 4, AP_POOL_F_SHARED | 4, -EBADMSG },
 		{ "head index = buffer_count", AP_OFF_HEAD, 8, AP_HEAD_MAKE(N, 7), -EBADMSG },
 		{ "head index = AP_FL_END - 1", AP_OFF_HEAD, 8, AP_HEAD_MAKE(AP_FL_END - 1, 0), -EBADMSG },
 	};

@@ -24,6 +24,8 @@ struct asyncpool_proactor;
 
 /* Flags of struct asyncpool_shared_options. */
 #define ASYNCPOOL_SHARED_HUGE_PREFER (1u << 0) /* huge pages if any (anonymous only) */
+/* Since 1.10: a dead receiver's items go back to the pool (1.4's rule). */
+#define ASYNCPOOL_SHARED_CHANNEL_DROP (1u << 1)
 
 /*
  * Options for asyncpool_shared_create().  Extensible: zero the whole
