@@ -974,3 +974,137 @@ AP_EXPORT int asyncpool_channel_stats(const struct asyncpool *pool, uint32_t cha
 		memset((char *)out + sizeof(s), 0, given - sizeof(s));
 	return 0;
 }
+
+/* ---- many senders to one receiver (issue 52 item 5; helper pipe) ---- */
+
+/*
+ * asyncpool_channel_recv_any(): the receiving ends of up to
+ * AP_RECV_ANY_MAX channels (of one pool or several) waited on at once.
+ * Each look tries every end once, from a rotating start so that a busy
+ * channel does not starve the others; then the waiter announces itself
+ * on every end's wake word (pool_wait.h's protocol, one word per
+ * channel), looks again, and sleeps in futex_waitv(2) (Linux 5.16) on
+ * all the words, in slices like every channel wait.  Where the kernel
+ * has no futex_waitv, it sleeps on one word a millisecond at a time.
+ */
+#define AP_RECV_ANY_MAX 64u
+#ifndef SYS_futex_waitv
+#define SYS_futex_waitv 449
+#endif
+#define AP_FUTEX2_SIZE_U32 0x02u        /* FUTEX_32: shared (no FUTEX_PRIVATE_FLAG) */
+
+struct ap_futex_waitv {                 /* the kernel's struct futex_waitv */
+	uint64_t val;
+	uint64_t uaddr;
+	uint32_t flags;
+	uint32_t reserved;
+};
+
+static _Atomic bool no_waitv;
+
+static int any_try(struct asyncpool_channel *const *ends, uint32_t n, uint32_t start,
+		   struct asyncpool_channel_item *item)
+{
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t i = (start + k) % n;
+		int rc = try_recv_item(ends[i], item);
+
+		if (rc == 0)
+			return (int)i;
+		if (rc != -EAGAIN)
+			return rc;
+	}
+	return -EAGAIN;
+}
+
+/* Every end's sender gone (as a single wait says -EPIPE): -EPIPE, else 0. */
+static int any_gone(struct asyncpool_channel *const *ends, uint32_t n, uint64_t *first,
+		    bool start)
+{
+	uint32_t gone = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (peer_gone(ends[i], &first[i], start))
+			gone++;
+	return gone == n ? -EPIPE : 0;
+}
+
+static int any_sleep(struct ap_futex_waitv *w, uint32_t n, uint32_t start,
+		     const struct timespec *until)
+{
+	struct timespec ms;
+
+	if (!atomic_load_explicit(&no_waitv, memory_order_relaxed)) {
+		if (syscall(SYS_futex_waitv, w, n, 0, until, CLOCK_MONOTONIC) >= 0)
+			return 0;
+		if (errno == ETIMEDOUT || errno == EINTR)
+			return -errno;
+		if (errno != ENOSYS)
+			return 0;       /* EAGAIN: a word changed; look again */
+		atomic_store_explicit(&no_waitv, true, memory_order_relaxed);
+	}
+	/* No futex_waitv: one word, a millisecond at a time. */
+	ap_deadline_after(1000000, &ms);
+	if (until && (until->tv_sec < ms.tv_sec ||
+		      (until->tv_sec == ms.tv_sec && until->tv_nsec < ms.tv_nsec)))
+		ms = *until;
+	return ap_futex_wait((_Atomic uint32_t *)(uintptr_t)w[start].uaddr, (uint32_t)w[start].val,
+			     &ms, true);
+}
+
+AP_EXPORT int asyncpool_channel_recv_any(struct asyncpool_channel *const *ends, uint32_t n,
+					 struct asyncpool_channel_item *item, int64_t timeout_ns)
+{
+	static _Thread_local uint32_t rotor;
+	struct ap_futex_waitv w[AP_RECV_ANY_MAX];
+	uint64_t first[AP_RECV_ANY_MAX];
+	struct timespec deadline, slice;
+	bool interrupted = false, restart;
+	uint32_t start;
+	int rc;
+
+	if (!item)
+		return -EINVAL;
+	memset(item, 0, sizeof(*item));
+	if (!ends || n == 0 || n > AP_RECV_ANY_MAX)
+		return -EINVAL;
+	for (uint32_t i = 0; i < n; i++)
+		if (!ends[i] || ends[i]->send)
+			return -EINVAL;
+	start = rotor++ % n;
+	rc = any_try(ends, n, start, item);
+	if (rc != -EAGAIN)
+		return rc;
+	if (timeout_ns == 0)
+		return -ETIMEDOUT;
+	if (timeout_ns > 0)
+		ap_deadline_after(timeout_ns, &deadline);
+	restart = ap_handlers_restart();
+	rc = any_gone(ends, n, first, true);
+	if (rc)
+		return rc;
+	for (;;) {
+		for (uint32_t i = 0; i < n; i++) {
+			w[i].val = ap_word_announce(&ends[i]->ch->wait);
+			w[i].uaddr = (uint64_t)(uintptr_t)&ends[i]->ch->wait;
+			w[i].flags = AP_FUTEX2_SIZE_U32;
+			w[i].reserved = 0;
+		}
+		/* The announcements before the look (pool_wait.h). */
+		atomic_thread_fence(memory_order_seq_cst);
+		rc = any_try(ends, n, start, item);
+		if (rc != -EAGAIN)
+			return rc;
+		rc = any_gone(ends, n, first, false);
+		if (rc)
+			return rc;
+		if (interrupted)
+			return -EINTR;
+		if (timeout_ns > 0 && ap_deadline_passed(&deadline))
+			return -ETIMEDOUT;
+		if (any_sleep(w, n, start,
+			      ap_sleep_until(true, timeout_ns > 0 ? &deadline : NULL, &slice)) ==
+		    -EINTR && !(restart && ap_handlers_restart()))
+			interrupted = true;     /* one more look, then -EINTR */
+	}
+}

@@ -76,8 +76,13 @@ void ap_ur_recv_free(struct ur_recv *rv)
 	free(rv);
 }
 
-/* Take a group id that is free in our map and in the kernel. */
-static int recv_register(struct ur_proactor *u, struct ur_recv *rv, uint32_t entries)
+/*
+ * Take a group id that is free in our map and in the kernel, and
+ * register the buffer ring at br (entries, IOU_PBUF_RING_* flags) under
+ * it: 0 and *bgid, or a negative errno.  uring_recv.c and pool_recv.c.
+ */
+int ap_ur_group_register(struct ur_proactor *u, void *br, uint32_t entries, uint16_t flags,
+			 uint16_t *bgid)
 {
 	for (uint32_t tries = 0; tries < AP_UR_BGIDS; tries++) {
 		struct ap_uring_buf_reg reg;
@@ -95,13 +100,13 @@ static int recv_register(struct ur_proactor *u, struct ur_recv *rv, uint32_t ent
 		pthread_mutex_unlock(&u->lock);
 
 		memset(&reg, 0, sizeof(reg));
-		reg.ring_addr = (uintptr_t)rv->br;
+		reg.ring_addr = (uintptr_t)br;
 		reg.ring_entries = entries;
 		reg.bgid = (uint16_t)id;
-		reg.flags = rv->inc ? IOU_PBUF_RING_INC : 0;
+		reg.flags = flags;
 		rc = ap_uring_register(u->ring->ring_fd, AP_IORING_REGISTER_PBUF_RING, &reg, 1);
 		if (rc == 0) {
-			rv->bgid = (uint16_t)id;
+			*bgid = (uint16_t)id;
 			return 0;
 		}
 		pthread_mutex_lock(&u->lock);
@@ -116,6 +121,23 @@ static int recv_register(struct ur_proactor *u, struct ur_recv *rv, uint32_t ent
 	}
 	/* Every group id is taken. */
 	return -ENOBUFS;
+}
+
+/* Unregister group bgid and free its id: 0, or the kernel's error. */
+int ap_ur_group_unregister(struct ur_proactor *u, uint16_t bgid)
+{
+	struct ap_uring_buf_reg reg;
+	int rc;
+
+	memset(&reg, 0, sizeof(reg));
+	reg.bgid = bgid;
+	rc = ap_uring_register(u->ring->ring_fd, AP_IORING_UNREGISTER_PBUF_RING, &reg, 1);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&u->lock);
+	bits_set(u->bgids, bgid, 1, false);
+	pthread_mutex_unlock(&u->lock);
+	return 0;
 }
 
 /* Put buffer bid into the ring at tail + off (the drainer, or register). */
@@ -185,7 +207,7 @@ int ap_ur_recv_register(struct ur_proactor *u, struct asyncpool_region *r, struc
 		ap_ur_recv_free(rv);
 		return rc;
 	}
-	rc = recv_register(u, rv, n);
+	rc = ap_ur_group_register(u, rv->br, n, rv->inc ? IOU_PBUF_RING_INC : 0, &rv->bgid);
 	if (rc) {
 		ap_ur_handle_retire(rv->handle);
 		ap_ur_recv_free(rv);
@@ -201,18 +223,11 @@ int ap_ur_recv_register(struct ur_proactor *u, struct asyncpool_region *r, struc
 
 int ap_ur_recv_unregister(struct ur_proactor *u, struct ur_recv *rv)
 {
-	struct ap_uring_buf_reg reg;
-	int rc;
-
-	memset(&reg, 0, sizeof(reg));
-	reg.bgid = rv->bgid;
 	/* On failure the kernel may still use the ring: keep it mapped. */
-	rc = ap_uring_register(u->ring->ring_fd, AP_IORING_UNREGISTER_PBUF_RING, &reg, 1);
+	int rc = ap_ur_group_unregister(u, rv->bgid);
+
 	if (rc)
 		return rc;
-	pthread_mutex_lock(&u->lock);
-	bits_set(u->bgids, rv->bgid, 1, false);
-	pthread_mutex_unlock(&u->lock);
 	ap_ur_recv_free(rv);
 	return 0;
 }

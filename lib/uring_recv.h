@@ -19,6 +19,12 @@ struct ur_proactor;
 struct ur_recv;
 struct ur_region;
 
+/* A buffer ring at br under a free group id of u's ring: 0 and *bgid. */
+int ap_ur_group_register(struct ur_proactor *u, void *br, uint32_t entries, uint16_t flags,
+			 uint16_t *bgid);
+/* Unregister it and free the id: 0, or the kernel's error (id kept). */
+int ap_ur_group_unregister(struct ur_proactor *u, uint16_t bgid);
+
 /* Register r's buffers on u's ring as a buffer ring, every buffer in it: ur->recv. */
 int ap_ur_recv_register(struct ur_proactor *u, struct asyncpool_region *r, struct ur_region *ur);
 /* Unregister the ring and free it; 0, or the kernel's error (nothing freed). */

@@ -230,6 +230,7 @@ struct bench_case {
 #define BENCH_CHANNEL 32768u    /* a channel, or a floor of one, in two processes */
 #define BENCH_CHAN(kind) (BENCH_CHANNEL | (unsigned)(kind) << 16)  /* which (bench_channel.c) */
 #define BENCH_CHAN_KIND(flags) ((enum bench_chan_kind)((flags) >> 16))
+#define BENCH_MANY (1u << 24)   /* threads senders, a channel each, one receiver (bench_many.c) */
 
 /* Re-leases of one buffer before its generation comes back (pool_layout.h). */
 #define BENCH_GEN_PERIOD 4294967295.0
@@ -539,6 +540,12 @@ static const struct bench_case cases[] = {
 	  NULL, 2, BENCH_WAKE, NULL },
 	{ "wake-2proc", "a release wakes a process in asyncpool_acquire_wait",
 	  NULL, 2, BENCH_WAKE | BENCH_PROCESSES, NULL },
+	{ "many-senders-1", "1 sender process to a receiver in asyncpool_channel_recv_any, waits (per item)",
+	  NULL, 1, BENCH_MANY, NULL },
+	{ "many-senders-2", "2 senders, a channel each, to one receiver in asyncpool_channel_recv_any",
+	  NULL, 2, BENCH_MANY, NULL },
+	{ "many-senders-4", "4 senders, a channel each, to one receiver in asyncpool_channel_recv_any",
+	  NULL, 4, BENCH_MANY, NULL },
 	{ "chan-latency", "a token back and forth over two channels, busy-polling (one way)",
 	  NULL, 2, BENCH_CHAN(BENCH_CHAN_LATENCY), NULL },
 	{ "chan-2proc-1", "a process sends tokens to another over a channel, 1 per call",
@@ -1049,6 +1056,19 @@ static size_t run_cases(struct run *r, struct asyncpool *const pools[2], uint32_
 		}
 		if (c->flags & BENCH_RECLAIM) {
 			int rc = bench_reclaim(buffers, BENCH_CACHE, BENCH_RECLAIM_ROUNDS, &res[n]);
+
+			if (rc == -EUCLEAN)
+				*failed = true;
+			if (rc)
+				fprintf(stderr, "asyncpool bench: %s: %s\n", c->name,
+					rc == -EUCLEAN ? "FAILED: a buffer did not come back" :
+					strerror(-rc));
+			else
+				n++;
+			continue;
+		}
+		if (c->flags & BENCH_MANY) {
+			int rc = bench_many(c->threads, r->ops, reps, &res[n]);
 
 			if (rc == -EUCLEAN)
 				*failed = true;

@@ -123,6 +123,13 @@ int  asyncpool_channel_peer(const struct asyncpool_channel *ch);
 int  asyncpool_channel_end(const struct asyncpool *pool, uint32_t channel, uint32_t end);
 
 /*
+ * Many senders to one receiver (1.10): wait on the receiving ends of up
+ * to 64 channels at once; an item of any, the index of its end, or -errno.
+ */
+int  asyncpool_channel_recv_any(struct asyncpool_channel *const *ends, uint32_t n,
+				struct asyncpool_channel_item *item, int64_t timeout_ns);
+
+/*
  * Counters of a channel.  Set size to sizeof(struct
  * asyncpool_channel_stats) before the call.
  */

@@ -19,6 +19,8 @@ struct asyncpool_region;
 struct asyncpool_slab;
 struct asyncpool_proactor;
 struct asyncpool_lease;
+struct asyncpool;
+struct asyncpool_recv_ring;
 
 /* Flags of struct asyncpool_region_stats. */
 #define ASYNCPOOL_REGION_CLONED      (1u << 0) /* fixed buffers cloned, pinned once */
@@ -69,6 +71,21 @@ int asyncpool_region_wait(struct asyncpool_region *r, int64_t timeout_ns);
 int asyncpool_region_prep_wait(struct asyncpool_region *r, struct io_uring_sqe *sqe);
 int asyncpool_region_stats(const struct asyncpool_region *r,
 			   struct asyncpool_region_stats *out);
+
+/*
+ * A recv ring over a pool's buffers (LIBASYNCPOOL_1.10): a provided-
+ * buffer ring on the proactor's io_uring lent up to entries leases of
+ * pool (a shared pool's: held by this attachment, reclaimed after the
+ * quarantine if it dies); a completion gives the pool lease of the bytes
+ * received, which asyncpool_channel_send() takes.
+ */
+int asyncpool_recv_ring_create(struct asyncpool *pool, struct asyncpool_proactor *p,
+			       uint32_t entries, struct asyncpool_recv_ring **out);
+int asyncpool_recv_ring_group(const struct asyncpool_recv_ring *rr);
+int asyncpool_recv_ring_lease(struct asyncpool_recv_ring *rr, const struct io_uring_cqe *cqe,
+			      struct asyncpool_lease *out);
+int asyncpool_recv_ring_refill(struct asyncpool_recv_ring *rr);
+int asyncpool_recv_ring_destroy(struct asyncpool_recv_ring *rr);
 
 #ifdef __cplusplus
 }
