@@ -76,6 +76,79 @@
 #define cpu_relax() __asm__ volatile("" ::: "memory")
 #endif
 
+/*
+ * What this binary was built with, printed beside every ratio (issue 53):
+ * the flags that came last (make peers passes PEERS_LAST), the -march and
+ * -mtune that the compiler's predefined macros say won, the compiler, and
+ * (at run time) the CPU.  DPDK's inline rte_mempool code and this
+ * library's inline code are compiled in this one file with these flags.
+ */
+#ifndef PEERS_LAST
+#define PEERS_LAST "unknown (not built by make peers)"
+#endif
+#if defined(__clang__)
+#define PEERS_CC "clang " __clang_version__
+#elif defined(__GNUC__)
+#define PEERS_CC "gcc " __VERSION__
+#else
+#define PEERS_CC "cc"
+#endif
+#if defined(__corei7__)
+#define PEERS_MARCH "corei7"
+#elif defined(__sapphirerapids__)
+#define PEERS_MARCH "sapphirerapids"
+#elif defined(__rocketlake__)
+#define PEERS_MARCH "rocketlake"
+#elif defined(__icelake_server__)
+#define PEERS_MARCH "icelake-server"
+#elif defined(__cascadelake__)
+#define PEERS_MARCH "cascadelake"
+#elif defined(__skylake_avx512__)
+#define PEERS_MARCH "skylake-avx512"
+#elif defined(__skylake__)
+#define PEERS_MARCH "skylake"
+#elif defined(__haswell__)
+#define PEERS_MARCH "haswell"
+#elif defined(__znver4__)
+#define PEERS_MARCH "znver4"
+#elif defined(__znver3__)
+#define PEERS_MARCH "znver3"
+#elif defined(__znver2__)
+#define PEERS_MARCH "znver2"
+#elif defined(__znver1__)
+#define PEERS_MARCH "znver1"
+#elif defined(__x86_64__)
+#define PEERS_MARCH "another x86-64"
+#else
+#define PEERS_MARCH "not x86-64"
+#endif
+#if defined(__tune_corei7__)
+#define PEERS_MTUNE "corei7"
+#elif defined(__tune_generic__)
+#define PEERS_MTUNE "generic"
+#else
+#define PEERS_MTUNE PEERS_MARCH
+#endif
+static char peers_cpu[128] = "unknown CPU";
+static char peers_tag[384];     /* beside every ratio */
+static void peers_build_tag(void)
+{
+	char line[256];
+	FILE *f = fopen("/proc/cpuinfo", "r");
+
+	while (f && fgets(line, sizeof(line), f)) {
+		char *c = strchr(line, ':');
+		if (strncmp(line, "model name", 10) || !c) continue;
+		c += 1 + (c[1] == ' ');
+		c[strcspn(c, "\n")] = 0;
+		snprintf(peers_cpu, sizeof(peers_cpu), "%s", c);
+		break;
+	}
+	if (f) fclose(f);
+	snprintf(peers_tag, sizeof(peers_tag), "[-march=%s -mtune=%s; %s; %s]", PEERS_MARCH, PEERS_MTUNE, PEERS_CC,
+		 peers_cpu);
+}
+
 static char *region; /* the "registered memory region" (never touched here) */
 static inline void *idx2ptr(uint32_t i) { return region + ((size_t)i << BUFSHIFT); }
 static inline uint32_t ptr2idx(void *p) { return (uint32_t)(((char *)p - region) >> BUFSHIFT); }
@@ -1411,6 +1484,10 @@ int main(int argc, char **argv)
 	if (reps < 1) reps = 1;
 	if (lat_n > LAT_MAX) lat_n = LAT_MAX;
 
+	peers_build_tag();
+	printf("# build: %s\n", PEERS_LAST);
+	printf("# compiled for -march=%s -mtune=%s (the compiler's predefined macros); %s; CPU %s\n",
+	       PEERS_MARCH, PEERS_MTUNE, PEERS_CC, peers_cpu);
 	region = mmap(NULL, (size_t)NBUF * BUFSZ, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
 	if (region == MAP_FAILED) die("mmap");
 	sides = mmap(NULL, sizeof(*sides), PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_SHARED, -1, 0);
@@ -1664,7 +1741,7 @@ int main(int argc, char **argv)
 			printf(" | 2-thr %.2fx", clean_median(mt[i], mtc[i], reps) / clean_median(mt[d], mtc[d], reps));
 		if (vs[i].prod && vs[d].prod)
 			printf(" | xfer %.2fx", clean_median(xf[i], xfc[i], reps) / clean_median(xf[d], xfc[d], reps));
-		printf("   (vs %s)\n", dn);
+		printf("   (vs %s) %s\n", dn, peers_tag);
 	}
 
 	/* The channel rows, then each beside the rows it names. */
@@ -1693,11 +1770,11 @@ int main(int argc, char **argv)
 					printf(" 1/call %.3fx", median(cv[c][0], reps) / median(cv[k][0], reps));
 				if (cr[c].send32 && cr[k].send32)
 					printf(" 32/call %.3fx", median(cv[c][1], reps) / median(cv[k][1], reps));
-				printf("\n");
+				printf(" %s\n", peers_tag);
 			}
 			if (cr[c].vs_lat && !strcmp(cr[c].vs_lat, cr[k].name) && cr[c].ping && cr[k].ping)
-				printf("%-38s | one-way median / %s: %.2fx (lower: faster)\n", cr[c].name,
-				       cr[k].name, median(cv[c][2], reps) / median(cv[k][2], reps));
+				printf("%-38s | one-way median / %s: %.2fx (lower: faster) %s\n", cr[c].name,
+				       cr[k].name, median(cv[c][2], reps) / median(cv[k][2], reps), peers_tag);
 		}
 	}
 #ifdef HAVE_ASYNCPOOL
