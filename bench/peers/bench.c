@@ -473,6 +473,7 @@ static inline void sb_put(void *p, int tid)
 #ifdef HAVE_DPDK
 static int dpdk_ok;
 static struct rte_mempool *mp_ring0, *mp_ring256, *mp_lfs0, *mp_stk0, *mp_lfs256;
+static struct rte_mempool *mp_chan;      /* the channel rows' peer: get, ring, put */
 static struct rte_mempool *mk_pool(const char *name, const char *ops, unsigned cache)
 {
 	struct rte_mempool *mp = rte_mempool_create_empty(name, NBUF - 1, BUFSZ, cache, 0, SOCKET_ID_ANY, 0);
@@ -880,7 +881,7 @@ static void xadd_shared(uint64_t n, int tid)
 
 /* ------------------------------------------------------------------ */
 /* Harness                                                             */
-struct targ { loop_fn fn; uint64_t n; int cpu, tid; double t0, t1, c0, c1; int reg; };
+struct targ { loop_fn fn; uint64_t n; int cpu, tid; double t0, t1, c0, c1; int reg, proc; };
 static inline double thread_cpu_ns(void)
 {
 	struct timespec ts;
@@ -923,7 +924,17 @@ static void *worker(void *a_)
 	struct targ *a = a_;
 	pin(a->cpu);
 #ifdef HAVE_DPDK
-	if (a->reg && rte_thread_register() != 0) die("rte_thread_register");
+	/*
+	 * A side's per-lcore mempool caches: a thread registers as a
+	 * non-EAL lcore; a forked process cannot (its copy of the EAL's
+	 * lcore table would give both sides the same id, so the same
+	 * cache), and takes EAL lcore 0 or 1 (-l 0-1), whose caches no
+	 * other thread or process uses while it runs.
+	 */
+	if (a->reg && a->proc)
+		RTE_PER_LCORE(_lcore_id) = (unsigned)a->tid;
+	else if (a->reg && rte_thread_register() != 0)
+		die("rte_thread_register");
 #endif
 	sb_hint = a->tid ? SB_WORDS / 2 : 0;
 	atomic_fetch_add(&sides->ready, 1);
@@ -937,10 +948,11 @@ static void *worker(void *a_)
 	if (a->reg) {
 		/* flush this lcore's mempool caches back so the next run starts clean */
 		unsigned lc = rte_lcore_id();
-		struct rte_mempool *mps[] = { mp_ring0, mp_ring256, mp_lfs0, mp_stk0, mp_lfs256 };
-		for (unsigned i = 0; i < 5; i++)
+		struct rte_mempool *mps[] = { mp_ring0, mp_ring256, mp_lfs0, mp_stk0, mp_lfs256, mp_chan };
+		for (unsigned i = 0; i < 6; i++)
 			if (mps[i] && mps[i]->cache_size) rte_mempool_cache_flush(rte_mempool_default_cache(mps[i], lc), mps[i]);
-		rte_thread_unregister();
+		if (!a->proc)
+			rte_thread_unregister();
 	}
 #endif
 	return NULL;
@@ -952,8 +964,8 @@ static void *worker(void *a_)
 static double run_sides(loop_fn fa, loop_fn fb, uint64_t n_each, uint64_t total_ops, int reg, int procs)
 {
 	struct targ *a = sides->a;
-	a[0] = (struct targ){ .fn = fa, .n = n_each, .cpu = 0, .tid = 0, .reg = reg };
-	a[1] = (struct targ){ .fn = fb, .n = n_each, .cpu = 1, .tid = 1, .reg = reg };
+	a[0] = (struct targ){ .fn = fa, .n = n_each, .cpu = 0, .tid = 0, .reg = reg, .proc = procs };
+	a[1] = (struct targ){ .fn = fb, .n = n_each, .cpu = 1, .tid = 1, .reg = reg, .proc = procs };
 	atomic_store(&sides->ready, 0);
 	q_reset();
 	if (procs) {
@@ -1011,11 +1023,13 @@ static double run2(loop_fn fa, loop_fn fb, uint64_t n_each, uint64_t total_ops, 
 struct chan_row {
 	const char *name;
 	int procs;
+	int reg;                        /* each side a DPDK lcore, with its mempool caches */
 	unsigned div;
 	int (*setup)(void);             /* before each sample: 0, or the row is n/a */
 	void (*teardown)(void);         /* after each sample; may be NULL */
 	loop_fn send1, recv1, send32, recv32, ping, pong;
 	const char *vs_tput, *vs_lat;
+	const char *vs_tput2;           /* a second row to divide the throughput by */
 };
 
 static inline uint64_t lat_now(void)
@@ -1149,6 +1163,72 @@ static void ring_pong(uint64_t n, int tid)
 		while (rte_ring_sc_dequeue(ring_ab, &p)) cpu_relax();
 		while (unlikely(rte_ring_sp_enqueue(ring_ba, p))) cpu_relax();
 	}
+}
+#endif
+
+#ifdef HAVE_DPDK
+/*
+ * DPDK end to end, the peer a pipeline has (issue 53): side 0 takes a
+ * buffer from rte_mempool (its per-lcore cache of 256), enqueues it on the
+ * SP/SC rte_ring; side 1 dequeues it and puts it back into the mempool (its
+ * own cache).  As the libasyncpool channel rows: 4,095 buffers of 64
+ * bytes, cache 256, ring of 1,024; one per call, and 32 (get_bulk,
+ * enqueue_bulk; dequeue_burst of up to 32, put_bulk of what came).  The
+ * buffers are pointers, not values: the receiving side counts them, and
+ * a count short of n stops the run.  Between processes: with --no-huge,
+ * DPDK 22.11's memory is one MAP_SHARED memfd ("memfd:nohuge"), which a
+ * forked side shares at the same addresses; a secondary process
+ * (--proc-type=secondary) cannot attach without hugepages.
+ */
+#define CHAN_MP_N 4095u
+static int mpr_setup(void)
+{
+	if (!mp_chan || !ring_ab) return -1;
+	rte_ring_reset(ring_ab);
+	if (rte_mempool_avail_count(mp_chan) != CHAN_MP_N) die("the DPDK mempool+ring rows lost a buffer");
+	return 0;
+}
+static void mpr_send1(uint64_t n, int tid)
+{
+	void *p;
+	(void)tid;
+	for (uint64_t k = 0; k < n; k++) {
+		while (unlikely(rte_mempool_get(mp_chan, &p))) cpu_relax();
+		while (unlikely(rte_ring_sp_enqueue(ring_ab, p))) cpu_relax();
+	}
+}
+static void mpr_recv1(uint64_t n, int tid)
+{
+	uint64_t k;
+	void *p;
+	(void)tid;
+	for (k = 0; k < n; k++) {
+		while (unlikely(rte_ring_sc_dequeue(ring_ab, &p))) cpu_relax();
+		rte_mempool_put(mp_chan, p);
+	}
+	sides->got = k * (k + 1) / 2;
+}
+static void mpr_send32(uint64_t n, int tid)
+{
+	void *v[BULK];
+	(void)tid;
+	for (uint64_t k = 0; k < n; k += BULK) {
+		while (unlikely(rte_mempool_get_bulk(mp_chan, v, BULK))) cpu_relax();
+		while (unlikely(!rte_ring_sp_enqueue_bulk(ring_ab, v, BULK, NULL))) cpu_relax();
+	}
+}
+static void mpr_recv32(uint64_t n, int tid)
+{
+	uint64_t got = 0;
+	void *v[BULK];
+	(void)tid;
+	while (got < n) {
+		unsigned r = rte_ring_sc_dequeue_burst(ring_ab, v, BULK, NULL);
+		if (!r) { cpu_relax(); continue; }
+		rte_mempool_put_bulk(mp_chan, v, r);
+		got += r;
+	}
+	sides->got = got * (got + 1) / 2;
 }
 #endif
 
@@ -1398,7 +1478,7 @@ static int chan_sample(const struct chan_row *c, uint64_t n, uint64_t rounds, do
 		if (!send[b]) continue;
 		if (c->setup && c->setup()) return -1;
 		sides->got = 0;
-		out[b] = run_sides(send[b], recv[b], nb, nb, 0, c->procs);
+		out[b] = run_sides(send[b], recv[b], nb, nb, c->reg, c->procs);
 		if (sides->got != nb * (nb + 1) / 2) die("a channel row lost or repeated an object");
 		if (c->teardown) c->teardown();
 	}
@@ -1504,6 +1584,8 @@ int main(int argc, char **argv)
 			mp_lfs0 = mk_pool("lfs0", "lf_stack", 0);
 			mp_stk0 = mk_pool("stk0", "stack", 0);
 			mp_lfs256 = mk_pool("lfs256", "lf_stack", 256);
+			mp_chan = rte_mempool_create("chan", CHAN_MP_N, 64, 256, 0, NULL, NULL, NULL, NULL,
+						     SOCKET_ID_ANY, 0);
 			ring_ab = rte_ring_create("spsc_ab", SPSC_RING_SIZE, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
 			ring_ba = rte_ring_create("spsc_ba", SPSC_RING_SIZE, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
 			dpdk_ok = mp_ring0 && mp_ring256;
@@ -1597,16 +1679,24 @@ int main(int argc, char **argv)
 		  .send1 = ring_send1, .recv1 = ring_recv1, .send32 = ring_send32, .recv32 = ring_recv32,
 		  .ping = ring_ping, .pong = ring_pong,
 		  .vs_lat = "floor: cache-line ping-pong, threads" },
+		{ .name = "DPDK mempool+ring SP/SC, threads", .reg = 1, .setup = mpr_setup,
+		  .send1 = mpr_send1, .recv1 = mpr_recv1, .send32 = mpr_send32, .recv32 = mpr_recv32,
+		  .vs_tput = "DPDK rte_ring SP/SC, threads" },
+		{ .name = "DPDK mempool+ring SP/SC, processes", .procs = 1, .reg = 1, .setup = mpr_setup,
+		  .send1 = mpr_send1, .recv1 = mpr_recv1, .send32 = mpr_send32, .recv32 = mpr_recv32,
+		  .vs_tput = "DPDK mempool+ring SP/SC, threads" },
 #endif
 		{ .name = "libasyncpool channel, threads", .setup = ch_setup,
 		  .send1 = ch_send1, .recv1 = ch_recv1, .send32 = ch_send32, .recv32 = ch_recv32,
 		  .ping = ch_ping, .pong = ch_pong,
 		  .vs_tput = "DPDK rte_ring SP/SC, threads",
+		  .vs_tput2 = "DPDK mempool+ring SP/SC, threads",
 		  .vs_lat = "floor: cache-line ping-pong, threads" },
 		{ .name = "libasyncpool channel, processes", .procs = 1, .setup = ch_setup,
 		  .send1 = ch_send1, .recv1 = ch_recv1, .send32 = ch_send32, .recv32 = ch_recv32,
 		  .ping = ch_ping, .pong = ch_pong,
 		  .vs_tput = "DPDK rte_ring SP/SC, threads",
+		  .vs_tput2 = "DPDK mempool+ring SP/SC, processes",
 		  .vs_lat = "floor: cache-line ping-pong, processes" },
 		{ .name = "libasyncpool channel recv_wait, procs", .procs = 1, .div = 2,
 		  .setup = ch_setup, .ping = chw_ping, .pong = chw_pong,
@@ -1618,8 +1708,8 @@ int main(int argc, char **argv)
 		  .vs_tput = "DPDK rte_ring SP/SC, threads", .vs_lat = "floor: futex wake-up, processes" },
 	};
 	int nc = sizeof(cr) / sizeof(cr[0]);
-	static double cv[16][4][64];    /* row, column (1/call, 32/call, median, p99.9), rep */
-	static int c_na[16];
+	static double cv[24][4][64];    /* row, column (1/call, 32/call, median, p99.9), rep */
+	static int c_na[24];
 
 	unsigned long long b0, tt0, b1, tt1;
 	struct timespec w0, w1;
@@ -1764,7 +1854,8 @@ int main(int argc, char **argv)
 	for (int c = 0; c < nc; c++) {
 		for (int k = 0; k < nc; k++) {
 			if (c_na[c] || c_na[k]) continue;
-			if (cr[c].vs_tput && !strcmp(cr[c].vs_tput, cr[k].name)) {
+			if ((cr[c].vs_tput && !strcmp(cr[c].vs_tput, cr[k].name)) ||
+			    (cr[c].vs_tput2 && !strcmp(cr[c].vs_tput2, cr[k].name))) {
 				printf("%-38s | throughput / %s:", cr[c].name, cr[k].name);
 				if (cr[c].send1 && cr[k].send1)
 					printf(" 1/call %.3fx", median(cv[c][0], reps) / median(cv[k][0], reps));
