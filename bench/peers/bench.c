@@ -768,6 +768,187 @@ static uint64_t tq[Q_SIZE];
 GEN_LAPT(lt0, lap0)
 GEN_LAPT(lt256, lap256)
 #endif
+
+/*
+ * Variants of the cached token pair (issue 53, item 5), not peers and
+ * not shipped: include/asyncpool/inline.h's __asyncpool_take() and
+ * __asyncpool_put() rebuilt here on the calling thread's cache of
+ * lap256 (every check of the header kept: the thread variable and the
+ * layout version, the window, the index and generation, the owner
+ * hint, the word compared and stored with the next generation, the
+ * released hint), beside the shipped pair (the "tokens cache256" row)
+ * and DPDK's cache256 row, compiled with the same flags as both:
+ *   rebuilt   the header's pair as it is: what the rebuild itself costs;
+ *   record16  (a) one 16-byte record per buffer, the word and both hints
+ *             behind one pointer (struct pv_rec), where the pool has three
+ *             arrays: one base register and one line per buffer; the
+ *             records are made from the pool's arrays before the loop and
+ *             the words and hints written back after it;
+ *   rseqwin   (b) a window that stores nothing per call: the cost of a
+ *             restartable-sequence window's fast path, not a working one:
+ *             the thread's rseq area's rseq_cs compared with this window's
+ *             descriptor and stored only when the kernel has cleared it
+ *             (a preemption outside it), the gate compared, and the
+ *             leave the store of n alone (no busy).  A real one needs the
+ *             take and the put written in assembly between the
+ *             descriptor's bounds, with one commit store: the put stores
+ *             the word, the hint and the entry, so it needs a redesign
+ *             (and a model) before it can be restartable; the flusher
+ *             then fences with membarrier(MEMBARRIER_CMD_PRIVATE_
+ *             EXPEDITED_RSEQ) instead of waiting for busy;
+ *   rec+rseq  both;
+ *   bare      the floor: a stack of tokens, no window, no check.
+ * One thread, nothing else touches the pool while a variant runs; any
+ * refusal stops the run.
+ */
+#if defined(ASYNCPOOL_INLINE_PATHS) && defined(ASYNCPOOL_HAVE_TOKENS) && defined(__x86_64__) && \
+	defined(__has_include)
+#if __has_include(<sys/rseq.h>)
+#include <sys/rseq.h>
+#define PEERS_PAIR_VARIANTS 1
+#endif
+#endif
+#ifdef PEERS_PAIR_VARIANTS
+#define PV_CHECKS 1u    /* the header's checks and window */
+#define PV_RECORD 2u    /* (a) one record per buffer */
+#define PV_RSEQ   4u    /* (b) the window without a store */
+struct pv_rec {
+	uint64_t state;         /* the word, as state[idx] */
+	uint32_t owner_of;      /* as owner_of[idx] */
+	uint32_t released;      /* as released[idx] */
+};
+static struct pv_rec *pv_recs;
+/* A descriptor the kernel accepts (abort_ip after the signature) whose range is empty. */
+__asm__(".pushsection .text\n\t.p2align 4\npv_rseq_start:\n\t.long 0x53053053\npv_rseq_abort:\n\tud2\n\t.popsection");
+extern const char pv_rseq_start[], pv_rseq_abort[];
+static struct rseq_cs pv_cs __attribute__((aligned(32)));
+static int have_pv;
+static void pv_setup(void)
+{
+	uint64_t t;
+
+	if (!have_lap) return;
+	/* Under valgrind the kernel's rseq is not registered (size 0): the
+	 * rseqwin rows then store into libc's unregistered area, the same
+	 * instructions. */
+	printf("# rseq: %s by the C library (__rseq_size %u, __rseq_offset %td)\n",
+	       __rseq_size >= 20 ? "registered" : "NOT registered", __rseq_size, __rseq_offset);
+	pv_cs.version = 0;
+	pv_cs.flags = 0;
+	pv_cs.start_ip = (uintptr_t)pv_rseq_start;
+	pv_cs.post_commit_offset = 0;
+	pv_cs.abort_ip = (uintptr_t)pv_rseq_abort;
+	/* the calling thread's cache becomes lap256's */
+	if (asyncpool_acquire_tokens(lap256, &t, 1) || asyncpool_release_token(lap256, t)) return;
+	pv_recs = aligned_alloc(64, ((NBUF * sizeof(*pv_recs)) + 63) / 64 * 64);
+	have_pv = pv_recs != NULL;
+}
+static inline __attribute__((always_inline)) struct asyncpool_inline_cache *pv_cache(void)
+{
+	struct asyncpool_inline_cache *c = asyncpool_inline_tc;
+
+	if (unlikely(c->abi != ASYNCPOOL_INLINE_ABI_EXPECTED)) die("variant: the cache's layout");
+	return c;
+}
+static inline __attribute__((always_inline)) uint32_t pv_enter(struct asyncpool_inline_cache *c, struct rseq *rs,
+								 const unsigned parts)
+{
+	if (parts & PV_RSEQ) {
+		if (unlikely(__atomic_load_n(&rs->rseq_cs, __ATOMIC_RELAXED) != (uintptr_t)&pv_cs))
+			__atomic_store_n(&rs->rseq_cs, (uintptr_t)&pv_cs, __ATOMIC_RELAXED);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		if (unlikely(__atomic_load_n(&c->gate, __ATOMIC_ACQUIRE) != lap256)) die("variant: the gate");
+	} else if (parts & PV_CHECKS) {
+		if (unlikely(!__asyncpool_enter_pool(c, lap256))) die("variant: the gate");
+	}
+	return __atomic_load_n(&c->n, __ATOMIC_RELAXED);
+}
+static inline __attribute__((always_inline)) void pv_leave(struct asyncpool_inline_cache *c, uint32_t n,
+							   const unsigned parts)
+{
+	if (parts & PV_RSEQ)
+		__atomic_store_n(&c->n, n, __ATOMIC_RELAXED);   /* the commit */
+	else if (parts & PV_CHECKS)
+		__asyncpool_leave_n(c, n);
+	else
+		c->n = n;
+}
+static inline __attribute__((always_inline)) void pv_loop(uint64_t ops, const unsigned parts)
+{
+	struct asyncpool_inline_cache *c;
+	uintptr_t acc = 0;
+	uint64_t t0;
+	/* The thread's rseq area: its address kept in a register, as a
+	 * field of the thread's cache would keep it (the floor). */
+	struct rseq *rs = (struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
+
+	/* the calling thread's cache becomes lap256's (another row's pool may have had it) */
+	if (asyncpool_acquire_tokens(lap256, &t0, 1) || asyncpool_release_token(lap256, t0)) die("variant: lap256");
+	c = pv_cache();
+	if (c->gate != lap256 || c->n == 0) die("variant: the thread's cache is not lap256's");
+	if (parts & PV_RECORD)
+		for (uint32_t i = 0; i < c->count; i++)
+			pv_recs[i] = (struct pv_rec){ c->state[i], c->owner_of[i], c->released[i] };
+	for (uint64_t k = 0; k < ops; k++) {
+		uint32_t n, idx, gen;
+		uint64_t t, w;
+
+		/* take */
+		c = pv_cache();
+		n = pv_enter(c, rs, parts);
+		if (unlikely(n == 0)) die("variant: empty");
+		t = c->tok[n - 1];
+		pv_leave(c, n - 1, parts);
+		__asm__ volatile("" : "+r"(t));         /* the caller's use of the token */
+		acc += (uint32_t)t;
+
+		/* put */
+		c = pv_cache();
+		idx = (uint32_t)t;
+		gen = (uint32_t)(t >> 32);
+		if (parts & (PV_CHECKS | PV_RECORD | PV_RSEQ)) {
+			if (unlikely(idx >= c->count || gen - 1u >= 0xfffffffeu)) die("variant: a token");
+		}
+		n = pv_enter(c, rs, parts);
+		if (unlikely(n == c->size)) die("variant: full");
+		if (parts & PV_RECORD) {
+			struct pv_rec *r = &pv_recs[idx];
+
+			w = c->owned | gen;
+			if (unlikely(__atomic_load_n(&r->owner_of, __ATOMIC_RELAXED) != c->id ||
+				     __atomic_load_n(&r->state, __ATOMIC_RELAXED) != w))
+				die("variant: a release refused");
+			__atomic_store_n(&r->state, w + 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&r->released, gen, __ATOMIC_RELAXED);
+		} else if (parts & (PV_CHECKS | PV_RSEQ)) {
+			w = c->owned | gen;
+			if (unlikely(__atomic_load_n(&c->owner_of[idx], __ATOMIC_RELAXED) != c->id ||
+				     __atomic_load_n(&c->state[idx], __ATOMIC_RELAXED) != w))
+				die("variant: a release refused");
+			__atomic_store_n(&c->state[idx], w + 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&c->released[idx], gen, __ATOMIC_RELAXED);
+		}
+		c->tok[n] = t + ((uint64_t)1 << 32);
+		pv_leave(c, n + 1, parts);
+	}
+	if (parts & PV_RECORD) {
+		for (uint32_t i = 0; i < c->count; i++) {
+			c->state[i] = pv_recs[i].state;
+			c->released[i] = pv_recs[i].released;
+		}
+	} else if (!(parts & (PV_CHECKS | PV_RSEQ)) && ops) {
+		/* bare: the generation moved in the entries only; put each word where they say */
+		for (uint32_t j = 0; j < c->n; j++)
+			c->state[(uint32_t)c->tok[j]] = c->owned | (c->tok[j] >> 32);
+	}
+	sink = acc;
+}
+static void pvr_st(uint64_t n, int tid) { (void)tid; pv_loop(n, PV_CHECKS); }
+static void pva_st(uint64_t n, int tid) { (void)tid; pv_loop(n, PV_CHECKS | PV_RECORD); }
+static void pvb_st(uint64_t n, int tid) { (void)tid; pv_loop(n, PV_RSEQ); }
+static void pvab_st(uint64_t n, int tid) { (void)tid; pv_loop(n, PV_RSEQ | PV_RECORD); }
+static void pv0_st(uint64_t n, int tid) { (void)tid; pv_loop(n, 0); }
+#endif
 #endif
 #ifdef HAVE_DPDK
 GEN_LOOPS(dr0, dr0_get, dr0_put)
@@ -1501,7 +1682,7 @@ struct variant {
 	loop_fn st, prod, cons;
 	int dpdk, *avail, mt_ok;
 };
-static int one = 1;
+static int one = 1, zero_avail = 0;
 #define V(name, tag, init) { name, init, tag##_st, tag##_prod, tag##_cons, 0, &one, 1 }
 #define VB(name, tag, init) { name, init, tag##_st, NULL, NULL, 0, &one, 1 }
 
@@ -1602,6 +1783,9 @@ int main(int argc, char **argv)
 #endif
 #ifdef HAVE_ASYNCPOOL
 	lap_setup();
+#ifdef PEERS_PAIR_VARIANTS
+	pv_setup();
+#endif
 #endif
 	pin(0);
 
@@ -1637,6 +1821,13 @@ int main(int argc, char **argv)
 		{ "libasyncpool tokens cache0 bulk32", NULL, lt0b_st, NULL, NULL, 0, &have_lap, 1 },
 		{ "libasyncpool tokens cache256 bulk32", NULL, lt256b_st, NULL, NULL, 0, &have_lap, 1 },
 #endif
+#ifdef PEERS_PAIR_VARIANTS
+		{ "variant: cache256 pair rebuilt", NULL, pvr_st, NULL, NULL, 0, &have_pv, 0 },
+		{ "variant: cache256 pair record16", NULL, pva_st, NULL, NULL, 0, &have_pv, 0 },
+		{ "variant: cache256 pair rseqwin", NULL, pvb_st, NULL, NULL, 0, &have_pv, 0 },
+		{ "variant: cache256 pair rec+rseq", NULL, pvab_st, NULL, NULL, 0, &have_pv, 0 },
+		{ "variant: cache256 pair bare", NULL, pv0_st, NULL, NULL, 0, &have_pv, 0 },
+#endif
 #endif
 #ifdef HAVE_URING
 		{ "io_uring buf_ring add+advance(1)", NULL, ubr_st, NULL, NULL, 0, &uring_ok, 0 },
@@ -1644,6 +1835,20 @@ int main(int argc, char **argv)
 #endif
 	};
 	int nv = sizeof(vs) / sizeof(vs[0]);
+	/*
+	 * PEERS_ONLY=NAME: only the row of that exact name, one
+	 * thread only, no floors, no channels: for counting a row's
+	 * instructions under valgrind --tool=cachegrind (the difference of
+	 * two runs of different lengths; doc/performance.md, 2026-12-07).
+	 */
+	const char *only = getenv("PEERS_ONLY");
+	if (nv > 48) die("more than 48 rows");
+	if (only) {
+		for (int i = 0; i < nv; i++)
+			if (strcmp(vs[i].name, only)) vs[i].avail = &zero_avail;
+			else { vs[i].mt_ok = 0; vs[i].prod = NULL; }
+		only_channels = 0;
+	}
 	struct { const char *name; loop_fn st; loop_fn mt; } fl[] = {
 		{ "floor: CAS (lock cmpxchg) uncontended", cas_st, cas_st },
 		{ "floor: lock xadd uncontended", xadd_st, xadd_st },
@@ -1715,12 +1920,12 @@ int main(int argc, char **argv)
 	struct timespec w0, w1;
 	proc_stat(&b0, &tt0);
 	clock_gettime(CLOCK_MONOTONIC, &w0);
-	static double st[32][64], mt[32][64], xf[32][64], fst[8][64], fmt[8][64], ppv[64];
-	static double mtc[32][64], xfc[32][64], fmtc[8][64], ppc[64];
+	static double st[48][64], mt[48][64], xf[48][64], fst[8][64], fmt[8][64], ppv[64];
+	static double mtc[48][64], xfc[48][64], fmtc[8][64], ppc[64];
 	for (int r = 0; r < reps; r++) {
 		fprintf(stderr, "rep %d/%d\n", r + 1, reps);
 		/* floors */
-		for (int f = 0; f < nf; f++) {
+		for (int f = 0; f < nf && !only; f++) {
 			if (fl[f].st) {
 				double t0 = now_ns();
 				fl[f].st(st_n, 0);
@@ -1728,9 +1933,11 @@ int main(int argc, char **argv)
 			}
 			if (fl[f].mt) { fmt[f][r] = run2(fl[f].mt, fl[f].mt, mt_n, 2 * mt_n, 0); fmtc[f][r] = last_oncpu; }
 		}
-		atomic_store(&pp_line, 0);
-		ppv[r] = 1e3 / run2(pingpong, pingpong, 1000000, 1000000, 0); /* ns per round trip */
-		ppc[r] = last_oncpu;
+		if (!only) {
+			atomic_store(&pp_line, 0);
+			ppv[r] = 1e3 / run2(pingpong, pingpong, 1000000, 1000000, 0); /* ns per round trip */
+			ppc[r] = last_oncpu;
+		}
 		for (int i = 0; i < nv; i++) {
 			if (!*vs[i].avail || only_channels) continue;
 			/* st */
@@ -1753,7 +1960,7 @@ int main(int argc, char **argv)
 		}
 		for (int c = 0; c < nc; c++) {
 			double o[4] = { 0 };
-			if (c_na[c] || chan_sample(&cr[c], xf_n, lat_n, o)) { c_na[c] = 1; continue; }
+			if (only || c_na[c] || chan_sample(&cr[c], xf_n, lat_n, o)) { c_na[c] = 1; continue; }
 			for (int k = 0; k < 4; k++) cv[c][k][r] = o[k];
 		}
 	}
@@ -1816,8 +2023,10 @@ int main(int argc, char **argv)
 		char dn[64];
 		int d = -1;
 		if (!*vs[i].avail || only_channels) continue;
-		if (!strncmp(vs[i].name, "variant: ", strlen("variant: ")))
-			suffix = "cache0";      /* the variants have no cache */
+		if (!strncmp(vs[i].name, "variant: cache256", strlen("variant: cache256")))
+			suffix = "cache256";    /* the pair's variants, on lap256's cache */
+		else if (!strncmp(vs[i].name, "variant: ", strlen("variant: ")))
+			suffix = "cache0";      /* the checked freelists have no cache */
 		else if (strncmp(vs[i].name, "libasyncpool ", strlen("libasyncpool ")))
 			continue;
 		else if (!strncmp(suffix, "tokens ", strlen("tokens ")))
