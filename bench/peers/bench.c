@@ -1411,6 +1411,32 @@ static void mpr_recv32(uint64_t n, int tid)
 	}
 	sides->got = got * (got + 1) / 2;
 }
+/* One token's trip on one thread (PEERS_ONLY only), as chst_run() above. */
+static void mprst_init(void) { if (mpr_setup()) die("mpr_setup"); }
+static inline void mprst_run(uint64_t n, uint32_t per)
+{
+	void *v[BULK];
+
+	for (uint64_t k = 0; k < n; k += BULK) {
+		for (uint32_t j = 0; j < BULK; j += per)
+			if (per == 1 ? rte_mempool_get(mp_chan, &v[j]) != 0 ||
+					       rte_ring_sp_enqueue(ring_ab, v[j]) != 0
+				     : rte_mempool_get_bulk(mp_chan, v + j, per) != 0 ||
+					       rte_ring_sp_enqueue_bulk(ring_ab, v + j, per, NULL) != per)
+				die("mempool+ring-st: get or enqueue");
+		for (uint32_t j = 0; j < BULK; j += per) {
+			if (per == 1 ? rte_ring_sc_dequeue(ring_ab, &v[j]) != 0
+				     : rte_ring_sc_dequeue_burst(ring_ab, v + j, per, NULL) != per)
+				die("mempool+ring-st: dequeue");
+			if (per == 1)
+				rte_mempool_put(mp_chan, v[j]);
+			else
+				rte_mempool_put_bulk(mp_chan, v + j, per);
+		}
+	}
+}
+static void mprst1_st(uint64_t n, int tid) { (void)tid; mprst_run(n, 1); }
+static void mprst32_st(uint64_t n, int tid) { (void)tid; mprst_run(n, BULK); }
 #endif
 
 /* A pipe between two processes, tokens of 8 bytes: what examples/shared-producer-consumer.c does. */
@@ -1578,6 +1604,38 @@ static void ch_recv_n(uint64_t n, uint32_t per)
 	asyncpool_channel_close(rx);
 	asyncpool_cache_flush(ch_pool);
 }
+/*
+ * One token's trip through a channel on one thread, for counting its
+ * instructions (PEERS_ONLY only: cachegrind runs threads one at a time,
+ * and two busy-polling sides would count their polls): blocks of 32
+ * taken from the thread's cache, sent per at a time, received per at a
+ * time and released, as ch_send_n() and ch_recv_n() do; and the same
+ * through DPDK's mempool and SP/SC ring.  One op: one token.
+ */
+static int have_chst;
+static void chst_init(void) { if (ch_setup()) die("ch_setup"); }
+static inline void chst_run(uint64_t n, uint32_t per)
+{
+	struct asyncpool_channel *tx = CH_TX(0), *rx = CH_RX(0);
+	uint64_t t[BULK];
+
+	for (uint64_t k = 0; k < n; k += BULK) {
+		if (asyncpool_acquire_tokens(ch_pool, t, BULK)) die("chan-st: acquire");
+		for (uint32_t j = 0; j < BULK; j += per)
+			if (per == 1 ? asyncpool_channel_send_token(tx, t[j]) != 0
+				     : asyncpool_channel_send_tokens(tx, t + j, per) != (int)per)
+				die("chan-st: send");
+		for (uint32_t j = 0; j < BULK; j += per) {
+			if (asyncpool_channel_recv_tokens(rx, t + j, per) != (int)per) die("chan-st: recv");
+			if (asyncpool_release_tokens(ch_pool, t + j, per)) die("chan-st: release");
+		}
+	}
+	asyncpool_channel_close(tx);
+	asyncpool_channel_close(rx);
+	asyncpool_cache_flush(ch_pool);
+}
+static void chst1_st(uint64_t n, int tid) { (void)tid; chst_run(n, 1); }
+static void chst32_st(uint64_t n, int tid) { (void)tid; chst_run(n, BULK); }
 static void ch_send1(uint64_t n, int tid) { (void)tid; ch_send_n(n, 1); }
 static void ch_recv1(uint64_t n, int tid) { (void)tid; ch_recv_n(n, 1); }
 static void ch_send32(uint64_t n, int tid) { (void)tid; ch_send_n(n, BULK); }
@@ -1821,6 +1879,12 @@ int main(int argc, char **argv)
 		{ "libasyncpool tokens cache0 bulk32", NULL, lt0b_st, NULL, NULL, 0, &have_lap, 1 },
 		{ "libasyncpool tokens cache256 bulk32", NULL, lt256b_st, NULL, NULL, 0, &have_lap, 1 },
 #endif
+#ifdef HAVE_DPDK
+		{ "chan-st: DPDK mempool+ring 1/call", mprst_init, mprst1_st, NULL, NULL, 0, &have_chst, 0 },
+		{ "chan-st: DPDK mempool+ring 32/call", mprst_init, mprst32_st, NULL, NULL, 0, &have_chst, 0 },
+#endif
+		{ "chan-st: libasyncpool channel 1/call", chst_init, chst1_st, NULL, NULL, 0, &have_chst, 0 },
+		{ "chan-st: libasyncpool channel 32/call", chst_init, chst32_st, NULL, NULL, 0, &have_chst, 0 },
 #ifdef PEERS_PAIR_VARIANTS
 		{ "variant: cache256 pair rebuilt", NULL, pvr_st, NULL, NULL, 0, &have_pv, 0 },
 		{ "variant: cache256 pair record16", NULL, pva_st, NULL, NULL, 0, &have_pv, 0 },
@@ -1844,6 +1908,7 @@ int main(int argc, char **argv)
 	const char *only = getenv("PEERS_ONLY");
 	if (nv > 48) die("more than 48 rows");
 	if (only) {
+		have_chst = 1;
 		for (int i = 0; i < nv; i++)
 			if (strcmp(vs[i].name, only)) vs[i].avail = &zero_avail;
 			else { vs[i].mt_ok = 0; vs[i].prod = NULL; }
