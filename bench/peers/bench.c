@@ -76,6 +76,79 @@
 #define cpu_relax() __asm__ volatile("" ::: "memory")
 #endif
 
+/*
+ * What this binary was built with, printed beside every ratio (issue 53):
+ * the flags that came last (make peers passes PEERS_LAST), the -march and
+ * -mtune that the compiler's predefined macros say won, the compiler, and
+ * (at run time) the CPU.  DPDK's inline rte_mempool code and this
+ * library's inline code are compiled in this one file with these flags.
+ */
+#ifndef PEERS_LAST
+#define PEERS_LAST "unknown (not built by make peers)"
+#endif
+#if defined(__clang__)
+#define PEERS_CC "clang " __clang_version__
+#elif defined(__GNUC__)
+#define PEERS_CC "gcc " __VERSION__
+#else
+#define PEERS_CC "cc"
+#endif
+#if defined(__corei7__)
+#define PEERS_MARCH "corei7"
+#elif defined(__sapphirerapids__)
+#define PEERS_MARCH "sapphirerapids"
+#elif defined(__rocketlake__)
+#define PEERS_MARCH "rocketlake"
+#elif defined(__icelake_server__)
+#define PEERS_MARCH "icelake-server"
+#elif defined(__cascadelake__)
+#define PEERS_MARCH "cascadelake"
+#elif defined(__skylake_avx512__)
+#define PEERS_MARCH "skylake-avx512"
+#elif defined(__skylake__)
+#define PEERS_MARCH "skylake"
+#elif defined(__haswell__)
+#define PEERS_MARCH "haswell"
+#elif defined(__znver4__)
+#define PEERS_MARCH "znver4"
+#elif defined(__znver3__)
+#define PEERS_MARCH "znver3"
+#elif defined(__znver2__)
+#define PEERS_MARCH "znver2"
+#elif defined(__znver1__)
+#define PEERS_MARCH "znver1"
+#elif defined(__x86_64__)
+#define PEERS_MARCH "another x86-64"
+#else
+#define PEERS_MARCH "not x86-64"
+#endif
+#if defined(__tune_corei7__)
+#define PEERS_MTUNE "corei7"
+#elif defined(__tune_generic__)
+#define PEERS_MTUNE "generic"
+#else
+#define PEERS_MTUNE PEERS_MARCH
+#endif
+static char peers_cpu[128] = "unknown CPU";
+static char peers_tag[384];     /* beside every ratio */
+static void peers_build_tag(void)
+{
+	char line[256];
+	FILE *f = fopen("/proc/cpuinfo", "r");
+
+	while (f && fgets(line, sizeof(line), f)) {
+		char *c = strchr(line, ':');
+		if (strncmp(line, "model name", 10) || !c) continue;
+		c += 1 + (c[1] == ' ');
+		c[strcspn(c, "\n")] = 0;
+		snprintf(peers_cpu, sizeof(peers_cpu), "%s", c);
+		break;
+	}
+	if (f) fclose(f);
+	snprintf(peers_tag, sizeof(peers_tag), "[-march=%s -mtune=%s; %s; %s]", PEERS_MARCH, PEERS_MTUNE, PEERS_CC,
+		 peers_cpu);
+}
+
 static char *region; /* the "registered memory region" (never touched here) */
 static inline void *idx2ptr(uint32_t i) { return region + ((size_t)i << BUFSHIFT); }
 static inline uint32_t ptr2idx(void *p) { return (uint32_t)(((char *)p - region) >> BUFSHIFT); }
@@ -400,6 +473,7 @@ static inline void sb_put(void *p, int tid)
 #ifdef HAVE_DPDK
 static int dpdk_ok;
 static struct rte_mempool *mp_ring0, *mp_ring256, *mp_lfs0, *mp_stk0, *mp_lfs256;
+static struct rte_mempool *mp_chan;      /* the channel rows' peer: get, ring, put */
 static struct rte_mempool *mk_pool(const char *name, const char *ops, unsigned cache)
 {
 	struct rte_mempool *mp = rte_mempool_create_empty(name, NBUF - 1, BUFSZ, cache, 0, SOCKET_ID_ANY, 0);
@@ -694,6 +768,187 @@ static uint64_t tq[Q_SIZE];
 GEN_LAPT(lt0, lap0)
 GEN_LAPT(lt256, lap256)
 #endif
+
+/*
+ * Variants of the cached token pair (issue 53, item 5), not peers and
+ * not shipped: include/asyncpool/inline.h's __asyncpool_take() and
+ * __asyncpool_put() rebuilt here on the calling thread's cache of
+ * lap256 (every check of the header kept: the thread variable and the
+ * layout version, the window, the index and generation, the owner
+ * hint, the word compared and stored with the next generation, the
+ * released hint), beside the shipped pair (the "tokens cache256" row)
+ * and DPDK's cache256 row, compiled with the same flags as both:
+ *   rebuilt   the header's pair as it is: what the rebuild itself costs;
+ *   record16  (a) one 16-byte record per buffer, the word and both hints
+ *             behind one pointer (struct pv_rec), where the pool has three
+ *             arrays: one base register and one line per buffer; the
+ *             records are made from the pool's arrays before the loop and
+ *             the words and hints written back after it;
+ *   rseqwin   (b) a window that stores nothing per call: the cost of a
+ *             restartable-sequence window's fast path, not a working one:
+ *             the thread's rseq area's rseq_cs compared with this window's
+ *             descriptor and stored only when the kernel has cleared it
+ *             (a preemption outside it), the gate compared, and the
+ *             leave the store of n alone (no busy).  A real one needs the
+ *             take and the put written in assembly between the
+ *             descriptor's bounds, with one commit store: the put stores
+ *             the word, the hint and the entry, so it needs a redesign
+ *             (and a model) before it can be restartable; the flusher
+ *             then fences with membarrier(MEMBARRIER_CMD_PRIVATE_
+ *             EXPEDITED_RSEQ) instead of waiting for busy;
+ *   rec+rseq  both;
+ *   bare      the floor: a stack of tokens, no window, no check.
+ * One thread, nothing else touches the pool while a variant runs; any
+ * refusal stops the run.
+ */
+#if defined(ASYNCPOOL_INLINE_PATHS) && defined(ASYNCPOOL_HAVE_TOKENS) && defined(__x86_64__) && \
+	defined(__has_include)
+#if __has_include(<sys/rseq.h>)
+#include <sys/rseq.h>
+#define PEERS_PAIR_VARIANTS 1
+#endif
+#endif
+#ifdef PEERS_PAIR_VARIANTS
+#define PV_CHECKS 1u    /* the header's checks and window */
+#define PV_RECORD 2u    /* (a) one record per buffer */
+#define PV_RSEQ   4u    /* (b) the window without a store */
+struct pv_rec {
+	uint64_t state;         /* the word, as state[idx] */
+	uint32_t owner_of;      /* as owner_of[idx] */
+	uint32_t released;      /* as released[idx] */
+};
+static struct pv_rec *pv_recs;
+/* A descriptor the kernel accepts (abort_ip after the signature) whose range is empty. */
+__asm__(".pushsection .text\n\t.p2align 4\npv_rseq_start:\n\t.long 0x53053053\npv_rseq_abort:\n\tud2\n\t.popsection");
+extern const char pv_rseq_start[], pv_rseq_abort[];
+static struct rseq_cs pv_cs __attribute__((aligned(32)));
+static int have_pv;
+static void pv_setup(void)
+{
+	uint64_t t;
+
+	if (!have_lap) return;
+	/* Under valgrind the kernel's rseq is not registered (size 0): the
+	 * rseqwin rows then store into libc's unregistered area, the same
+	 * instructions. */
+	printf("# rseq: %s by the C library (__rseq_size %u, __rseq_offset %td)\n",
+	       __rseq_size >= 20 ? "registered" : "NOT registered", __rseq_size, __rseq_offset);
+	pv_cs.version = 0;
+	pv_cs.flags = 0;
+	pv_cs.start_ip = (uintptr_t)pv_rseq_start;
+	pv_cs.post_commit_offset = 0;
+	pv_cs.abort_ip = (uintptr_t)pv_rseq_abort;
+	/* the calling thread's cache becomes lap256's */
+	if (asyncpool_acquire_tokens(lap256, &t, 1) || asyncpool_release_token(lap256, t)) return;
+	pv_recs = aligned_alloc(64, ((NBUF * sizeof(*pv_recs)) + 63) / 64 * 64);
+	have_pv = pv_recs != NULL;
+}
+static inline __attribute__((always_inline)) struct asyncpool_inline_cache *pv_cache(void)
+{
+	struct asyncpool_inline_cache *c = asyncpool_inline_tc;
+
+	if (unlikely(c->abi != ASYNCPOOL_INLINE_ABI_EXPECTED)) die("variant: the cache's layout");
+	return c;
+}
+static inline __attribute__((always_inline)) uint32_t pv_enter(struct asyncpool_inline_cache *c, struct rseq *rs,
+								 const unsigned parts)
+{
+	if (parts & PV_RSEQ) {
+		if (unlikely(__atomic_load_n(&rs->rseq_cs, __ATOMIC_RELAXED) != (uintptr_t)&pv_cs))
+			__atomic_store_n(&rs->rseq_cs, (uintptr_t)&pv_cs, __ATOMIC_RELAXED);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		if (unlikely(__atomic_load_n(&c->gate, __ATOMIC_ACQUIRE) != lap256)) die("variant: the gate");
+	} else if (parts & PV_CHECKS) {
+		if (unlikely(!__asyncpool_enter_pool(c, lap256))) die("variant: the gate");
+	}
+	return __atomic_load_n(&c->n, __ATOMIC_RELAXED);
+}
+static inline __attribute__((always_inline)) void pv_leave(struct asyncpool_inline_cache *c, uint32_t n,
+							   const unsigned parts)
+{
+	if (parts & PV_RSEQ)
+		__atomic_store_n(&c->n, n, __ATOMIC_RELAXED);   /* the commit */
+	else if (parts & PV_CHECKS)
+		__asyncpool_leave_n(c, n);
+	else
+		c->n = n;
+}
+static inline __attribute__((always_inline)) void pv_loop(uint64_t ops, const unsigned parts)
+{
+	struct asyncpool_inline_cache *c;
+	uintptr_t acc = 0;
+	uint64_t t0;
+	/* The thread's rseq area: its address kept in a register, as a
+	 * field of the thread's cache would keep it (the floor). */
+	struct rseq *rs = (struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
+
+	/* the calling thread's cache becomes lap256's (another row's pool may have had it) */
+	if (asyncpool_acquire_tokens(lap256, &t0, 1) || asyncpool_release_token(lap256, t0)) die("variant: lap256");
+	c = pv_cache();
+	if (c->gate != lap256 || c->n == 0) die("variant: the thread's cache is not lap256's");
+	if (parts & PV_RECORD)
+		for (uint32_t i = 0; i < c->count; i++)
+			pv_recs[i] = (struct pv_rec){ c->state[i], c->owner_of[i], c->released[i] };
+	for (uint64_t k = 0; k < ops; k++) {
+		uint32_t n, idx, gen;
+		uint64_t t, w;
+
+		/* take */
+		c = pv_cache();
+		n = pv_enter(c, rs, parts);
+		if (unlikely(n == 0)) die("variant: empty");
+		t = c->tok[n - 1];
+		pv_leave(c, n - 1, parts);
+		__asm__ volatile("" : "+r"(t));         /* the caller's use of the token */
+		acc += (uint32_t)t;
+
+		/* put */
+		c = pv_cache();
+		idx = (uint32_t)t;
+		gen = (uint32_t)(t >> 32);
+		if (parts & (PV_CHECKS | PV_RECORD | PV_RSEQ)) {
+			if (unlikely(idx >= c->count || gen - 1u >= 0xfffffffeu)) die("variant: a token");
+		}
+		n = pv_enter(c, rs, parts);
+		if (unlikely(n == c->size)) die("variant: full");
+		if (parts & PV_RECORD) {
+			struct pv_rec *r = &pv_recs[idx];
+
+			w = c->owned | gen;
+			if (unlikely(__atomic_load_n(&r->owner_of, __ATOMIC_RELAXED) != c->id ||
+				     __atomic_load_n(&r->state, __ATOMIC_RELAXED) != w))
+				die("variant: a release refused");
+			__atomic_store_n(&r->state, w + 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&r->released, gen, __ATOMIC_RELAXED);
+		} else if (parts & (PV_CHECKS | PV_RSEQ)) {
+			w = c->owned | gen;
+			if (unlikely(__atomic_load_n(&c->owner_of[idx], __ATOMIC_RELAXED) != c->id ||
+				     __atomic_load_n(&c->state[idx], __ATOMIC_RELAXED) != w))
+				die("variant: a release refused");
+			__atomic_store_n(&c->state[idx], w + 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&c->released[idx], gen, __ATOMIC_RELAXED);
+		}
+		c->tok[n] = t + ((uint64_t)1 << 32);
+		pv_leave(c, n + 1, parts);
+	}
+	if (parts & PV_RECORD) {
+		for (uint32_t i = 0; i < c->count; i++) {
+			c->state[i] = pv_recs[i].state;
+			c->released[i] = pv_recs[i].released;
+		}
+	} else if (!(parts & (PV_CHECKS | PV_RSEQ)) && ops) {
+		/* bare: the generation moved in the entries only; put each word where they say */
+		for (uint32_t j = 0; j < c->n; j++)
+			c->state[(uint32_t)c->tok[j]] = c->owned | (c->tok[j] >> 32);
+	}
+	sink = acc;
+}
+static void pvr_st(uint64_t n, int tid) { (void)tid; pv_loop(n, PV_CHECKS); }
+static void pva_st(uint64_t n, int tid) { (void)tid; pv_loop(n, PV_CHECKS | PV_RECORD); }
+static void pvb_st(uint64_t n, int tid) { (void)tid; pv_loop(n, PV_RSEQ); }
+static void pvab_st(uint64_t n, int tid) { (void)tid; pv_loop(n, PV_RSEQ | PV_RECORD); }
+static void pv0_st(uint64_t n, int tid) { (void)tid; pv_loop(n, 0); }
+#endif
 #endif
 #ifdef HAVE_DPDK
 GEN_LOOPS(dr0, dr0_get, dr0_put)
@@ -807,7 +1062,7 @@ static void xadd_shared(uint64_t n, int tid)
 
 /* ------------------------------------------------------------------ */
 /* Harness                                                             */
-struct targ { loop_fn fn; uint64_t n; int cpu, tid; double t0, t1, c0, c1; int reg; };
+struct targ { loop_fn fn; uint64_t n; int cpu, tid; double t0, t1, c0, c1; int reg, proc; };
 static inline double thread_cpu_ns(void)
 {
 	struct timespec ts;
@@ -850,7 +1105,17 @@ static void *worker(void *a_)
 	struct targ *a = a_;
 	pin(a->cpu);
 #ifdef HAVE_DPDK
-	if (a->reg && rte_thread_register() != 0) die("rte_thread_register");
+	/*
+	 * A side's per-lcore mempool caches: a thread registers as a
+	 * non-EAL lcore; a forked process cannot (its copy of the EAL's
+	 * lcore table would give both sides the same id, so the same
+	 * cache), and takes EAL lcore 0 or 1 (-l 0-1), whose caches no
+	 * other thread or process uses while it runs.
+	 */
+	if (a->reg && a->proc)
+		RTE_PER_LCORE(_lcore_id) = (unsigned)a->tid;
+	else if (a->reg && rte_thread_register() != 0)
+		die("rte_thread_register");
 #endif
 	sb_hint = a->tid ? SB_WORDS / 2 : 0;
 	atomic_fetch_add(&sides->ready, 1);
@@ -864,10 +1129,11 @@ static void *worker(void *a_)
 	if (a->reg) {
 		/* flush this lcore's mempool caches back so the next run starts clean */
 		unsigned lc = rte_lcore_id();
-		struct rte_mempool *mps[] = { mp_ring0, mp_ring256, mp_lfs0, mp_stk0, mp_lfs256 };
-		for (unsigned i = 0; i < 5; i++)
+		struct rte_mempool *mps[] = { mp_ring0, mp_ring256, mp_lfs0, mp_stk0, mp_lfs256, mp_chan };
+		for (unsigned i = 0; i < 6; i++)
 			if (mps[i] && mps[i]->cache_size) rte_mempool_cache_flush(rte_mempool_default_cache(mps[i], lc), mps[i]);
-		rte_thread_unregister();
+		if (!a->proc)
+			rte_thread_unregister();
 	}
 #endif
 	return NULL;
@@ -879,8 +1145,8 @@ static void *worker(void *a_)
 static double run_sides(loop_fn fa, loop_fn fb, uint64_t n_each, uint64_t total_ops, int reg, int procs)
 {
 	struct targ *a = sides->a;
-	a[0] = (struct targ){ .fn = fa, .n = n_each, .cpu = 0, .tid = 0, .reg = reg };
-	a[1] = (struct targ){ .fn = fb, .n = n_each, .cpu = 1, .tid = 1, .reg = reg };
+	a[0] = (struct targ){ .fn = fa, .n = n_each, .cpu = 0, .tid = 0, .reg = reg, .proc = procs };
+	a[1] = (struct targ){ .fn = fb, .n = n_each, .cpu = 1, .tid = 1, .reg = reg, .proc = procs };
 	atomic_store(&sides->ready, 0);
 	q_reset();
 	if (procs) {
@@ -938,11 +1204,13 @@ static double run2(loop_fn fa, loop_fn fb, uint64_t n_each, uint64_t total_ops, 
 struct chan_row {
 	const char *name;
 	int procs;
+	int reg;                        /* each side a DPDK lcore, with its mempool caches */
 	unsigned div;
 	int (*setup)(void);             /* before each sample: 0, or the row is n/a */
 	void (*teardown)(void);         /* after each sample; may be NULL */
 	loop_fn send1, recv1, send32, recv32, ping, pong;
 	const char *vs_tput, *vs_lat;
+	const char *vs_tput2;           /* a second row to divide the throughput by */
 };
 
 static inline uint64_t lat_now(void)
@@ -1077,6 +1345,98 @@ static void ring_pong(uint64_t n, int tid)
 		while (unlikely(rte_ring_sp_enqueue(ring_ba, p))) cpu_relax();
 	}
 }
+#endif
+
+#ifdef HAVE_DPDK
+/*
+ * DPDK end to end, the peer a pipeline has (issue 53): side 0 takes a
+ * buffer from rte_mempool (its per-lcore cache of 256), enqueues it on the
+ * SP/SC rte_ring; side 1 dequeues it and puts it back into the mempool (its
+ * own cache).  As the libasyncpool channel rows: 4,095 buffers of 64
+ * bytes, cache 256, ring of 1,024; one per call, and 32 (get_bulk,
+ * enqueue_bulk; dequeue_burst of up to 32, put_bulk of what came).  The
+ * buffers are pointers, not values: the receiving side counts them, and
+ * a count short of n stops the run.  Between processes: with --no-huge,
+ * DPDK 22.11's memory is one MAP_SHARED memfd ("memfd:nohuge"), which a
+ * forked side shares at the same addresses; a secondary process
+ * (--proc-type=secondary) cannot attach without hugepages.
+ */
+#define CHAN_MP_N 4095u
+static int mpr_setup(void)
+{
+	if (!mp_chan || !ring_ab) return -1;
+	rte_ring_reset(ring_ab);
+	if (rte_mempool_avail_count(mp_chan) != CHAN_MP_N) die("the DPDK mempool+ring rows lost a buffer");
+	return 0;
+}
+static void mpr_send1(uint64_t n, int tid)
+{
+	void *p;
+	(void)tid;
+	for (uint64_t k = 0; k < n; k++) {
+		while (unlikely(rte_mempool_get(mp_chan, &p))) cpu_relax();
+		while (unlikely(rte_ring_sp_enqueue(ring_ab, p))) cpu_relax();
+	}
+}
+static void mpr_recv1(uint64_t n, int tid)
+{
+	uint64_t k;
+	void *p;
+	(void)tid;
+	for (k = 0; k < n; k++) {
+		while (unlikely(rte_ring_sc_dequeue(ring_ab, &p))) cpu_relax();
+		rte_mempool_put(mp_chan, p);
+	}
+	sides->got = k * (k + 1) / 2;
+}
+static void mpr_send32(uint64_t n, int tid)
+{
+	void *v[BULK];
+	(void)tid;
+	for (uint64_t k = 0; k < n; k += BULK) {
+		while (unlikely(rte_mempool_get_bulk(mp_chan, v, BULK))) cpu_relax();
+		while (unlikely(!rte_ring_sp_enqueue_bulk(ring_ab, v, BULK, NULL))) cpu_relax();
+	}
+}
+static void mpr_recv32(uint64_t n, int tid)
+{
+	uint64_t got = 0;
+	void *v[BULK];
+	(void)tid;
+	while (got < n) {
+		unsigned r = rte_ring_sc_dequeue_burst(ring_ab, v, BULK, NULL);
+		if (!r) { cpu_relax(); continue; }
+		rte_mempool_put_bulk(mp_chan, v, r);
+		got += r;
+	}
+	sides->got = got * (got + 1) / 2;
+}
+/* One token's trip on one thread (PEERS_ONLY only), as chst_run() above. */
+static void mprst_init(void) { if (mpr_setup()) die("mpr_setup"); }
+static inline void mprst_run(uint64_t n, uint32_t per)
+{
+	void *v[BULK];
+
+	for (uint64_t k = 0; k < n; k += BULK) {
+		for (uint32_t j = 0; j < BULK; j += per)
+			if (per == 1 ? rte_mempool_get(mp_chan, &v[j]) != 0 ||
+					       rte_ring_sp_enqueue(ring_ab, v[j]) != 0
+				     : rte_mempool_get_bulk(mp_chan, v + j, per) != 0 ||
+					       rte_ring_sp_enqueue_bulk(ring_ab, v + j, per, NULL) != per)
+				die("mempool+ring-st: get or enqueue");
+		for (uint32_t j = 0; j < BULK; j += per) {
+			if (per == 1 ? rte_ring_sc_dequeue(ring_ab, &v[j]) != 0
+				     : rte_ring_sc_dequeue_burst(ring_ab, v + j, per, NULL) != per)
+				die("mempool+ring-st: dequeue");
+			if (per == 1)
+				rte_mempool_put(mp_chan, v[j]);
+			else
+				rte_mempool_put_bulk(mp_chan, v + j, per);
+		}
+	}
+}
+static void mprst1_st(uint64_t n, int tid) { (void)tid; mprst_run(n, 1); }
+static void mprst32_st(uint64_t n, int tid) { (void)tid; mprst_run(n, BULK); }
 #endif
 
 /* A pipe between two processes, tokens of 8 bytes: what examples/shared-producer-consumer.c does. */
@@ -1244,6 +1604,38 @@ static void ch_recv_n(uint64_t n, uint32_t per)
 	asyncpool_channel_close(rx);
 	asyncpool_cache_flush(ch_pool);
 }
+/*
+ * One token's trip through a channel on one thread, for counting its
+ * instructions (PEERS_ONLY only: cachegrind runs threads one at a time,
+ * and two busy-polling sides would count their polls): blocks of 32
+ * taken from the thread's cache, sent per at a time, received per at a
+ * time and released, as ch_send_n() and ch_recv_n() do; and the same
+ * through DPDK's mempool and SP/SC ring.  One op: one token.
+ */
+static int have_chst;
+static void chst_init(void) { if (ch_setup()) die("ch_setup"); }
+static inline void chst_run(uint64_t n, uint32_t per)
+{
+	struct asyncpool_channel *tx = CH_TX(0), *rx = CH_RX(0);
+	uint64_t t[BULK];
+
+	for (uint64_t k = 0; k < n; k += BULK) {
+		if (asyncpool_acquire_tokens(ch_pool, t, BULK)) die("chan-st: acquire");
+		for (uint32_t j = 0; j < BULK; j += per)
+			if (per == 1 ? asyncpool_channel_send_token(tx, t[j]) != 0
+				     : asyncpool_channel_send_tokens(tx, t + j, per) != (int)per)
+				die("chan-st: send");
+		for (uint32_t j = 0; j < BULK; j += per) {
+			if (asyncpool_channel_recv_tokens(rx, t + j, per) != (int)per) die("chan-st: recv");
+			if (asyncpool_release_tokens(ch_pool, t + j, per)) die("chan-st: release");
+		}
+	}
+	asyncpool_channel_close(tx);
+	asyncpool_channel_close(rx);
+	asyncpool_cache_flush(ch_pool);
+}
+static void chst1_st(uint64_t n, int tid) { (void)tid; chst_run(n, 1); }
+static void chst32_st(uint64_t n, int tid) { (void)tid; chst_run(n, BULK); }
 static void ch_send1(uint64_t n, int tid) { (void)tid; ch_send_n(n, 1); }
 static void ch_recv1(uint64_t n, int tid) { (void)tid; ch_recv_n(n, 1); }
 static void ch_send32(uint64_t n, int tid) { (void)tid; ch_send_n(n, BULK); }
@@ -1325,7 +1717,7 @@ static int chan_sample(const struct chan_row *c, uint64_t n, uint64_t rounds, do
 		if (!send[b]) continue;
 		if (c->setup && c->setup()) return -1;
 		sides->got = 0;
-		out[b] = run_sides(send[b], recv[b], nb, nb, 0, c->procs);
+		out[b] = run_sides(send[b], recv[b], nb, nb, c->reg, c->procs);
 		if (sides->got != nb * (nb + 1) / 2) die("a channel row lost or repeated an object");
 		if (c->teardown) c->teardown();
 	}
@@ -1348,7 +1740,7 @@ struct variant {
 	loop_fn st, prod, cons;
 	int dpdk, *avail, mt_ok;
 };
-static int one = 1;
+static int one = 1, zero_avail = 0;
 #define V(name, tag, init) { name, init, tag##_st, tag##_prod, tag##_cons, 0, &one, 1 }
 #define VB(name, tag, init) { name, init, tag##_st, NULL, NULL, 0, &one, 1 }
 
@@ -1411,6 +1803,10 @@ int main(int argc, char **argv)
 	if (reps < 1) reps = 1;
 	if (lat_n > LAT_MAX) lat_n = LAT_MAX;
 
+	peers_build_tag();
+	printf("# build: %s\n", PEERS_LAST);
+	printf("# compiled for -march=%s -mtune=%s (the compiler's predefined macros); %s; CPU %s\n",
+	       PEERS_MARCH, PEERS_MTUNE, PEERS_CC, peers_cpu);
 	region = mmap(NULL, (size_t)NBUF * BUFSZ, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
 	if (region == MAP_FAILED) die("mmap");
 	sides = mmap(NULL, sizeof(*sides), PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_SHARED, -1, 0);
@@ -1427,6 +1823,8 @@ int main(int argc, char **argv)
 			mp_lfs0 = mk_pool("lfs0", "lf_stack", 0);
 			mp_stk0 = mk_pool("stk0", "stack", 0);
 			mp_lfs256 = mk_pool("lfs256", "lf_stack", 256);
+			mp_chan = rte_mempool_create("chan", CHAN_MP_N, 64, 256, 0, NULL, NULL, NULL, NULL,
+						     SOCKET_ID_ANY, 0);
 			ring_ab = rte_ring_create("spsc_ab", SPSC_RING_SIZE, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
 			ring_ba = rte_ring_create("spsc_ba", SPSC_RING_SIZE, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
 			dpdk_ok = mp_ring0 && mp_ring256;
@@ -1443,6 +1841,9 @@ int main(int argc, char **argv)
 #endif
 #ifdef HAVE_ASYNCPOOL
 	lap_setup();
+#ifdef PEERS_PAIR_VARIANTS
+	pv_setup();
+#endif
 #endif
 	pin(0);
 
@@ -1478,6 +1879,19 @@ int main(int argc, char **argv)
 		{ "libasyncpool tokens cache0 bulk32", NULL, lt0b_st, NULL, NULL, 0, &have_lap, 1 },
 		{ "libasyncpool tokens cache256 bulk32", NULL, lt256b_st, NULL, NULL, 0, &have_lap, 1 },
 #endif
+#ifdef HAVE_DPDK
+		{ "chan-st: DPDK mempool+ring 1/call", mprst_init, mprst1_st, NULL, NULL, 0, &have_chst, 0 },
+		{ "chan-st: DPDK mempool+ring 32/call", mprst_init, mprst32_st, NULL, NULL, 0, &have_chst, 0 },
+#endif
+		{ "chan-st: libasyncpool channel 1/call", chst_init, chst1_st, NULL, NULL, 0, &have_chst, 0 },
+		{ "chan-st: libasyncpool channel 32/call", chst_init, chst32_st, NULL, NULL, 0, &have_chst, 0 },
+#ifdef PEERS_PAIR_VARIANTS
+		{ "variant: cache256 pair rebuilt", NULL, pvr_st, NULL, NULL, 0, &have_pv, 0 },
+		{ "variant: cache256 pair record16", NULL, pva_st, NULL, NULL, 0, &have_pv, 0 },
+		{ "variant: cache256 pair rseqwin", NULL, pvb_st, NULL, NULL, 0, &have_pv, 0 },
+		{ "variant: cache256 pair rec+rseq", NULL, pvab_st, NULL, NULL, 0, &have_pv, 0 },
+		{ "variant: cache256 pair bare", NULL, pv0_st, NULL, NULL, 0, &have_pv, 0 },
+#endif
 #endif
 #ifdef HAVE_URING
 		{ "io_uring buf_ring add+advance(1)", NULL, ubr_st, NULL, NULL, 0, &uring_ok, 0 },
@@ -1485,6 +1899,21 @@ int main(int argc, char **argv)
 #endif
 	};
 	int nv = sizeof(vs) / sizeof(vs[0]);
+	/*
+	 * PEERS_ONLY=NAME: only the row of that exact name, one
+	 * thread only, no floors, no channels: for counting a row's
+	 * instructions under valgrind --tool=cachegrind (the difference of
+	 * two runs of different lengths; doc/performance.md, 2026-12-07).
+	 */
+	const char *only = getenv("PEERS_ONLY");
+	if (nv > 48) die("more than 48 rows");
+	if (only) {
+		have_chst = 1;
+		for (int i = 0; i < nv; i++)
+			if (strcmp(vs[i].name, only)) vs[i].avail = &zero_avail;
+			else { vs[i].mt_ok = 0; vs[i].prod = NULL; }
+		only_channels = 0;
+	}
 	struct { const char *name; loop_fn st; loop_fn mt; } fl[] = {
 		{ "floor: CAS (lock cmpxchg) uncontended", cas_st, cas_st },
 		{ "floor: lock xadd uncontended", xadd_st, xadd_st },
@@ -1520,16 +1949,24 @@ int main(int argc, char **argv)
 		  .send1 = ring_send1, .recv1 = ring_recv1, .send32 = ring_send32, .recv32 = ring_recv32,
 		  .ping = ring_ping, .pong = ring_pong,
 		  .vs_lat = "floor: cache-line ping-pong, threads" },
+		{ .name = "DPDK mempool+ring SP/SC, threads", .reg = 1, .setup = mpr_setup,
+		  .send1 = mpr_send1, .recv1 = mpr_recv1, .send32 = mpr_send32, .recv32 = mpr_recv32,
+		  .vs_tput = "DPDK rte_ring SP/SC, threads" },
+		{ .name = "DPDK mempool+ring SP/SC, processes", .procs = 1, .reg = 1, .setup = mpr_setup,
+		  .send1 = mpr_send1, .recv1 = mpr_recv1, .send32 = mpr_send32, .recv32 = mpr_recv32,
+		  .vs_tput = "DPDK mempool+ring SP/SC, threads" },
 #endif
 		{ .name = "libasyncpool channel, threads", .setup = ch_setup,
 		  .send1 = ch_send1, .recv1 = ch_recv1, .send32 = ch_send32, .recv32 = ch_recv32,
 		  .ping = ch_ping, .pong = ch_pong,
 		  .vs_tput = "DPDK rte_ring SP/SC, threads",
+		  .vs_tput2 = "DPDK mempool+ring SP/SC, threads",
 		  .vs_lat = "floor: cache-line ping-pong, threads" },
 		{ .name = "libasyncpool channel, processes", .procs = 1, .setup = ch_setup,
 		  .send1 = ch_send1, .recv1 = ch_recv1, .send32 = ch_send32, .recv32 = ch_recv32,
 		  .ping = ch_ping, .pong = ch_pong,
 		  .vs_tput = "DPDK rte_ring SP/SC, threads",
+		  .vs_tput2 = "DPDK mempool+ring SP/SC, processes",
 		  .vs_lat = "floor: cache-line ping-pong, processes" },
 		{ .name = "libasyncpool channel recv_wait, procs", .procs = 1, .div = 2,
 		  .setup = ch_setup, .ping = chw_ping, .pong = chw_pong,
@@ -1541,19 +1978,19 @@ int main(int argc, char **argv)
 		  .vs_tput = "DPDK rte_ring SP/SC, threads", .vs_lat = "floor: futex wake-up, processes" },
 	};
 	int nc = sizeof(cr) / sizeof(cr[0]);
-	static double cv[16][4][64];    /* row, column (1/call, 32/call, median, p99.9), rep */
-	static int c_na[16];
+	static double cv[24][4][64];    /* row, column (1/call, 32/call, median, p99.9), rep */
+	static int c_na[24];
 
 	unsigned long long b0, tt0, b1, tt1;
 	struct timespec w0, w1;
 	proc_stat(&b0, &tt0);
 	clock_gettime(CLOCK_MONOTONIC, &w0);
-	static double st[32][64], mt[32][64], xf[32][64], fst[8][64], fmt[8][64], ppv[64];
-	static double mtc[32][64], xfc[32][64], fmtc[8][64], ppc[64];
+	static double st[48][64], mt[48][64], xf[48][64], fst[8][64], fmt[8][64], ppv[64];
+	static double mtc[48][64], xfc[48][64], fmtc[8][64], ppc[64];
 	for (int r = 0; r < reps; r++) {
 		fprintf(stderr, "rep %d/%d\n", r + 1, reps);
 		/* floors */
-		for (int f = 0; f < nf; f++) {
+		for (int f = 0; f < nf && !only; f++) {
 			if (fl[f].st) {
 				double t0 = now_ns();
 				fl[f].st(st_n, 0);
@@ -1561,9 +1998,11 @@ int main(int argc, char **argv)
 			}
 			if (fl[f].mt) { fmt[f][r] = run2(fl[f].mt, fl[f].mt, mt_n, 2 * mt_n, 0); fmtc[f][r] = last_oncpu; }
 		}
-		atomic_store(&pp_line, 0);
-		ppv[r] = 1e3 / run2(pingpong, pingpong, 1000000, 1000000, 0); /* ns per round trip */
-		ppc[r] = last_oncpu;
+		if (!only) {
+			atomic_store(&pp_line, 0);
+			ppv[r] = 1e3 / run2(pingpong, pingpong, 1000000, 1000000, 0); /* ns per round trip */
+			ppc[r] = last_oncpu;
+		}
 		for (int i = 0; i < nv; i++) {
 			if (!*vs[i].avail || only_channels) continue;
 			/* st */
@@ -1586,7 +2025,7 @@ int main(int argc, char **argv)
 		}
 		for (int c = 0; c < nc; c++) {
 			double o[4] = { 0 };
-			if (c_na[c] || chan_sample(&cr[c], xf_n, lat_n, o)) { c_na[c] = 1; continue; }
+			if (only || c_na[c] || chan_sample(&cr[c], xf_n, lat_n, o)) { c_na[c] = 1; continue; }
 			for (int k = 0; k < 4; k++) cv[c][k][r] = o[k];
 		}
 	}
@@ -1649,8 +2088,10 @@ int main(int argc, char **argv)
 		char dn[64];
 		int d = -1;
 		if (!*vs[i].avail || only_channels) continue;
-		if (!strncmp(vs[i].name, "variant: ", strlen("variant: ")))
-			suffix = "cache0";      /* the variants have no cache */
+		if (!strncmp(vs[i].name, "variant: cache256", strlen("variant: cache256")))
+			suffix = "cache256";    /* the pair's variants, on lap256's cache */
+		else if (!strncmp(vs[i].name, "variant: ", strlen("variant: ")))
+			suffix = "cache0";      /* the checked freelists have no cache */
 		else if (strncmp(vs[i].name, "libasyncpool ", strlen("libasyncpool ")))
 			continue;
 		else if (!strncmp(suffix, "tokens ", strlen("tokens ")))
@@ -1664,7 +2105,7 @@ int main(int argc, char **argv)
 			printf(" | 2-thr %.2fx", clean_median(mt[i], mtc[i], reps) / clean_median(mt[d], mtc[d], reps));
 		if (vs[i].prod && vs[d].prod)
 			printf(" | xfer %.2fx", clean_median(xf[i], xfc[i], reps) / clean_median(xf[d], xfc[d], reps));
-		printf("   (vs %s)\n", dn);
+		printf("   (vs %s) %s\n", dn, peers_tag);
 	}
 
 	/* The channel rows, then each beside the rows it names. */
@@ -1687,17 +2128,18 @@ int main(int argc, char **argv)
 	for (int c = 0; c < nc; c++) {
 		for (int k = 0; k < nc; k++) {
 			if (c_na[c] || c_na[k]) continue;
-			if (cr[c].vs_tput && !strcmp(cr[c].vs_tput, cr[k].name)) {
+			if ((cr[c].vs_tput && !strcmp(cr[c].vs_tput, cr[k].name)) ||
+			    (cr[c].vs_tput2 && !strcmp(cr[c].vs_tput2, cr[k].name))) {
 				printf("%-38s | throughput / %s:", cr[c].name, cr[k].name);
 				if (cr[c].send1 && cr[k].send1)
 					printf(" 1/call %.3fx", median(cv[c][0], reps) / median(cv[k][0], reps));
 				if (cr[c].send32 && cr[k].send32)
 					printf(" 32/call %.3fx", median(cv[c][1], reps) / median(cv[k][1], reps));
-				printf("\n");
+				printf(" %s\n", peers_tag);
 			}
 			if (cr[c].vs_lat && !strcmp(cr[c].vs_lat, cr[k].name) && cr[c].ping && cr[k].ping)
-				printf("%-38s | one-way median / %s: %.2fx (lower: faster)\n", cr[c].name,
-				       cr[k].name, median(cv[c][2], reps) / median(cv[k][2], reps));
+				printf("%-38s | one-way median / %s: %.2fx (lower: faster) %s\n", cr[c].name,
+				       cr[k].name, median(cv[c][2], reps) / median(cv[k][2], reps), peers_tag);
 		}
 	}
 #ifdef HAVE_ASYNCPOOL
