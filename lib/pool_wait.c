@@ -32,13 +32,23 @@
  */
 _Static_assert(AP_WAIT_SLICE_MS >= AP_RECLAIM_AUTO_MS, "every slice may reclaim");
 
+#ifdef ASYNCPOOL_TEST_HOOKS
+/* The test-hook build's slice (0: AP_WAIT_SLICE_MS), which a test makes
+ * long so that no slice hides a lost wake (tests/test-wake-latency). */
+_Atomic uint32_t ap_test_hook_slice_ms;
+#define AP_SLICE_MS() (atomic_load_explicit(&ap_test_hook_slice_ms, memory_order_relaxed) ?: \
+		       AP_WAIT_SLICE_MS)
+#else
+#define AP_SLICE_MS() AP_WAIT_SLICE_MS
+#endif
+
 /* The end of the next sleep: deadline (NULL: none), or a slice sooner if sliced. */
 const struct timespec *ap_sleep_until(bool sliced, const struct timespec *deadline,
 				      struct timespec *slice)
 {
 	if (!sliced)
 		return deadline;
-	ap_deadline_after((int64_t)AP_WAIT_SLICE_MS * 1000000, slice);
+	ap_deadline_after((int64_t)AP_SLICE_MS() * 1000000, slice);
 	if (deadline && (deadline->tv_sec < slice->tv_sec ||
 			 (deadline->tv_sec == slice->tv_sec && deadline->tv_nsec < slice->tv_nsec)))
 		return deadline;

@@ -14,6 +14,10 @@
  * of a channel (channel.c), whose peer may die.
  */
 #define AP_WAIT_SLICE_MS 50
+#ifdef ASYNCPOOL_TEST_HOOKS
+/* pool_wait.c: the slice of the test-hook build, in ms (0: the above). */
+extern _Atomic uint32_t ap_test_hook_slice_ms;
+#endif
 
 /* pool_wait.c: the end of the next sleep, deadline or (sliced) a slice sooner. */
 const struct timespec *ap_sleep_until(bool sliced, const struct timespec *deadline,

@@ -9,11 +9,16 @@
 #     program make cannot build) is an error, even when another of its
 #     tests fails;
 #   - a "not ok ... # TODO" (an expected failure) is not a catch;
+#   - a catching test is run twice, and a catch that does not repeat
+#     (a test that fails once and then passes) is none: the mutant
+#     survives, "caught once only by" the test;
 #   - a named test that fails on the unmutated tree fails the run before
 #     any mutant (the baseline);
-# that the runner works in its scratch copy, never in the tree; and
-# that a file edited since the last run is rebuilt, even when its time
-# is older than what the scratch copy built from it before.
+# that the runner works in its scratch copy, never in the tree; that a
+# file edited since the last run is rebuilt, even when its time is older
+# than what the scratch copy built from it before; and that a tree that
+# is no git checkout is listed by its .dist-files (a release tarball's,
+# Makefile.am's dist-hook), or the run bails out: "cannot list the tree".
 set -u
 srcdir=$(cd "${top_srcdir:-.}" && pwd)
 runner=$srcdir/tests/mutants/run.sh
@@ -35,6 +40,7 @@ int other = 1;
 int unchecked = 1;
 int todo = 0;
 int fragile = 0;
+int flaky = 0;
 EOF
 printf '%s\n' \
 	'all: lib/libasyncpool.la tests/libasyncpool-testhooks.la' \
@@ -64,6 +70,14 @@ echo "ok 1 - something else"
 if grep -q 'todo = 0' lib/fake.c; then echo "ok 2 - todo"
 else echo "not ok 2 - todo # TODO not fixed yet"; fi
 EOF
+# A test that fails once on the mutated tree, then passes: its runs are
+# counted in the scratch tree (the first is the baseline's, unmutated).
+cat > "$fake/tests/flaky.sh" <<'EOF'
+n=$(($(cat .flaky-runs 2> /dev/null || echo 0) + 1))
+echo $n > .flaky-runs
+echo 1..1
+if grep -q 'flaky = 0' lib/fake.c || [ $n -ne 2 ]; then echo "ok 1 - flaky"; else echo "not ok 1 - flaky"; fi
+EOF
 # A test that fails without any mutant.
 cat > "$fake/tests/broken.sh" <<'EOF'
 echo 1..1
@@ -82,10 +96,11 @@ mutant missing-script "tests/pass.sh tests/no-such-test.sh" "int value = GOOD;" 
 mutant missing-prog "tests/no-such-prog tests/pass.sh" "int value = GOOD;" "int value = BAD;"
 mutant todo-only "tests/todo.sh" "int todo = 0;" "int todo = 1;"
 mutant fails-anyway "tests/pass.sh tests/broken.sh" "int fragile = 0;" "int fragile = 1;"
+mutant flaky-once "tests/flaky.sh" "int flaky = 0;" "int flaky = 1;"
 git -C "$fake" init -q || { echo "Bail out! git init"; exit 1; }
 sum=$(cksum < "$fake/lib/fake.c")
 
-echo "1..15"
+echo "1..20"
 t=0
 ok() {
 	t=$((t + 1))
@@ -111,9 +126,9 @@ sed 's/^/# /' "$tmp/one.log"
 ok $((rc != 1)) "a run with failed mutants exits 1 (got $rc)"
 ok "$(has "$tmp/one.log" '^# baseline: all 3 pass')" \
 	"the baseline ran the 3 tests the valid mutants name, unmutated, and they passed"
-ok "$(has "$tmp/one.log" '^ok [0-9]+ - caught: caught by tests/pass.sh ')" \
+ok "$(has "$tmp/one.log" '^ok [0-9]+ - caught: caught by tests/pass.sh, twice ')" \
 	"a failing script test catches its mutant"
-ok "$(has "$tmp/one.log" '^ok [0-9]+ - caught-prog: caught by tests/prog ')" \
+ok "$(has "$tmp/one.log" '^ok [0-9]+ - caught-prog: caught by tests/prog, twice ')" \
 	"a failing program test (rebuilt by make) catches its mutant"
 ok "$(has "$tmp/one.log" '^not ok [0-9]+ - survives: survived')" \
 	"a mutant no test notices survives"
@@ -151,3 +166,36 @@ run "$tmp/three.log" edit-seen
 sed 's/^/# /' "$tmp/three.log"
 ok "$(has "$tmp/three.log" '^# baseline: all 1 pass')" \
 	"an edit older than the scratch copy's build is built before the baseline"
+
+# A catch that does not repeat is none.
+run "$tmp/four.log" flaky-once
+rc=$?
+sed 's/^/# /' "$tmp/four.log"
+ok $((rc != 1)) "a mutant caught only once fails the run (got $rc)"
+ok "$(has "$tmp/four.log" '^not ok [0-9]+ - flaky-once: survived \(caught once only by: tests/flaky.sh\)')" \
+	"a test that fails once and passes when run again does not catch its mutant"
+
+# A release tarball: no .git, its .dist-files lists it.
+tarball=$tmp/tarball
+mkdir -p "$tarball"
+(cd "$fake" && git ls-files -co --exclude-standard) > "$tmp/list"
+(cd "$fake" && tar -cf - -T "$tmp/list") | tar -xf - -C "$tarball"
+cp "$tmp/list" "$tarball/.dist-files"
+run_in() { # SRCDIR LOG NAME...
+	local src=$1 log=$2
+	shift 2
+	(cd "$tmp/build" && top_srcdir=$src ASYNCPOOL_MUTANTS_SCRATCH=$tmp/scratch-$(basename "$src") \
+	 ASYNCPOOL_TEST_WATCHDOG=20 ASYNCPOOL_MUTANT_TIMEOUT=30 ASYNCPOOL_MUTANTS_JOBS=2 \
+	 "${BASH:-bash}" "$runner" "$@") > "$log" 2>&1
+}
+run_in "$tarball" "$tmp/five.log" caught
+rc=$?
+sed 's/^/# /' "$tmp/five.log"
+ok "$(has "$tmp/five.log" '^ok [0-9]+ - caught: caught by tests/pass.sh, twice ')" \
+	"a release tarball (no git, its .dist-files) runs its mutants (rc $rc)"
+rm -f "$tarball/.dist-files"
+run_in "$tarball" "$tmp/six.log" caught
+rc=$?
+sed 's/^/# /' "$tmp/six.log"
+ok $((rc != 1)) "a tree that is neither a checkout nor a tarball fails the run (got $rc)"
+ok "$(has "$tmp/six.log" '^Bail out! cannot list the tree')" "and says it cannot list the tree"

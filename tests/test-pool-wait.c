@@ -198,6 +198,19 @@ static void test_bypass_asleep(void)
 	/* bounded: 10 s of 1 ms looks */
 	for (int i = 0; i < 10000 && (seen = in_futex(atomic_load(&w.tid))) == 0; i++)
 		usleep(1000);
+	/*
+	 * The waiter took this thread's cache before it announced itself
+	 * (ap_cache_wait_begin): closed for the inline code of the header
+	 * (its gate NULL) and the library's (bypass), whatever the release
+	 * below does (a lent lease's goes to the library either way).
+	 * Certain, no timing (tests/mutants/bypass-gate-left-open).
+	 */
+	{
+		const struct asyncpool_inline_cache *c = asyncpool_inline_cache();
+
+		ok(c->pool == pool && c->gate == NULL && c->bypass == 1,
+		   "bypass: while a thread waits, this thread's cache is closed (gate NULL, bypass 1)");
+	}
 	slept = atomic_load(&pool->fl.line->wait);
 	asyncpool_lease_release(&held);
 	if (seen == 1) {

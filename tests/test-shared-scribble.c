@@ -323,7 +323,7 @@ static void scribbler(int fd, int focus)
 	char path[64];
 	int rw, ro;
 
-	rng_state = 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid() << 20 ^ (uint64_t)focus;
+	rng_state = (test_seed(0) ^ 0x9e3779b97f4a7c15ull ^ (uint64_t)focus << 20) | 1;
 	if (asyncpool_shm_open_fd(fd, &shm))
 		_exit(2);
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
@@ -397,14 +397,14 @@ static void check_lease(const struct asyncpool_lease *l)
 /* The victim's ends of channel 0, NULL while closed. */
 static struct asyncpool_channel *ends[2];
 
-static void victim(int fd, long iterations)
+static void victim(int fd, long iterations, int round)
 {
 	struct asyncpool_lease held[HELD];
 	uint64_t tokens[8];
 	unsigned nheld = 0;
 	int wfd = -1;
 
-	rng_state = 0x2545f4914f6cdd1dull ^ (uint64_t)getpid();
+	rng_state = (test_seed(0) ^ 0x2545f4914f6cdd1dull ^ (uint64_t)round << 20) | 1;
 	if (asyncpool_shared_open_fd(fd, &vsp))
 		_exit(2);
 	vp = asyncpool_shared_pool(vsp);
@@ -708,6 +708,7 @@ int main(void)
 	int longest_call = C_NONE, crashed = 0, hangs = 0, scribbler_bad = 0;
 
 	plan(ROUNDS * 3 + 4);
+	(void)test_seed(0x5eed0021);    /* each process's stream: the seed and its round */
 	alarm(600);     /* the watchdog's own bound */
 	W = mmap(NULL, sizeof(*W), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (W == MAP_FAILED)
@@ -729,7 +730,7 @@ int main(void)
 			scribbler(asyncpool_shared_fd(sp), r);
 		vi = fork_or_bail();
 		if (vi == 0)
-			victim(asyncpool_shared_fd(sp), per);
+			victim(asyncpool_shared_fd(sp), per, r);
 		/* The watchdog. */
 		for (;;) {
 			pid_t w = waitpid(vi, &st, WNOHANG);

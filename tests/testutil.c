@@ -99,6 +99,31 @@ long stress_iterations(long def)
 	return (long)env_number("ASYNCPOOL_STRESS_ITERATIONS", (unsigned long)def);
 }
 
+uint64_t test_seed(uint64_t def)
+{
+	static uint64_t seed;
+	static int said;
+	const char *s = getenv("ASYNCPOOL_TEST_SEED");
+	char text[32];
+	char *end;
+
+	if (said)
+		return seed;
+	seed = def;
+	if (s && *s) {
+		errno = 0;
+		seed = strtoull(s, &end, 0);
+		if (errno || *end || s[0] == '-')
+			bail_out("ASYNCPOOL_TEST_SEED=%s: a number, please", s);
+	}
+	said = 1;
+	snprintf(text, sizeof(text), "%#llx", (unsigned long long)seed);
+	if (!s || strcmp(s, text))
+		(void)setenv("ASYNCPOOL_TEST_SEED", text, 1);
+	diag("seed %s (ASYNCPOOL_TEST_SEED to repeat or change it)", text);
+	return seed;
+}
+
 int count_fds(void)
 {
 	DIR *d = opendir("/proc/self/fd");

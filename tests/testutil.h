@@ -95,6 +95,15 @@ unsigned long env_number(const char *name, unsigned long def);
 /* The operations per thread of a stress test: ASYNCPOOL_STRESS_ITERATIONS
  * (the sanitizer builds and `make check-long` set it), or def. */
 long stress_iterations(long def);
+/*
+ * The seed of a test's random choices: $ASYNCPOOL_TEST_SEED (decimal or
+ * 0x hex), else def, a fixed value, so that a run repeats (a mutant's
+ * catch must: tests/mutants/run.sh).  The first call says it (a TAP
+ * comment) and exports it, so that a peer process started later draws
+ * from the same seed; a test derives its processes' streams from it by
+ * their number, never by their pid.
+ */
+uint64_t test_seed(uint64_t def);
 
 /* fork() after flushing stdout (so the child repeats no TAP line), or
  * bail out: 0 in the child, the child's pid in the parent. */

@@ -13,7 +13,12 @@
 #   touch), runs the catching tests one by one, then reverts the file.
 # A mutant is caught when a catching test fails: a "not ok" that is not
 # a TODO (an expected failure is no failure), a "Bail out!" (its
-# watchdog, tests/tap.h) or a non-zero exit.  A test killed by the outer
+# watchdog, tests/tap.h) or a non-zero exit; and fails again when run a
+# second time: a catch that does not repeat (a race that one run wins
+# and the next loses) is no catch, the next test is tried, and a mutant
+# no test catches twice survives ("caught once only by").  Tests that
+# draw random choices name a fixed seed (tests/testutil.h, test_seed()),
+# so that a second run draws the same ones.  A test killed by the outer
 # time limit is NOT caught: a hang that only that limit ends would hang
 # make check.  A catch proves something only if the test passes without
 # the mutant, and names a test that exists, so, once per run, before
@@ -29,6 +34,10 @@
 # and exits 1 if any mutant failed.
 # tests/test-mutants-runner.sh runs it on a fake tree to show that these
 # rules hold.
+#
+# The tree is listed by git (a checkout), or by the .dist-files that
+# make dist writes into a release tarball: make check-mutants runs from
+# either, and from nothing else ("cannot list the tree").
 #
 # Usage: run.sh [NAME...]        (default: every mutant)
 # Environment:
@@ -57,7 +66,6 @@ export ASYNCPOOL_TEST_SHM_PREFIX="asyncpool-mutant-$$-"
 export top_srcdir=. top_builddir=.
 
 die() { echo "Bail out! $*"; exit 1; }
-command -v git > /dev/null || die "check-mutants copies the tree with git"
 command -v perl > /dev/null || die "check-mutants needs perl"
 command -v timeout > /dev/null && command -v setsid > /dev/null ||
 	die "check-mutants needs timeout(1) and setsid(1)"
@@ -74,8 +82,17 @@ for o in "$scratch"/lib/*.mutant-orig "$scratch"/include/asyncpool/*.mutant-orig
 	echo "${o#"$scratch"/}" | sed 's/\.mutant-orig$//' >> "$scratch/.mutant-dirty"
 	rm -f "$o"
 done
-git -C "$srcdir" ls-files -co --exclude-standard -z > "$scratch/.mutant-files" ||
-	die "cannot list the tree"
+if [ -e "$srcdir/.git" ]; then
+	command -v git > /dev/null || die "check-mutants lists a git checkout with git"
+	git -C "$srcdir" ls-files -co --exclude-standard -z > "$scratch/.mutant-files" ||
+		die "cannot list the tree"
+elif [ -f "$srcdir/.dist-files" ]; then
+	# a release tarball: what make dist put there (Makefile.am, dist-hook)
+	tr '\n' '\0' < "$srcdir/.dist-files" > "$scratch/.mutant-files" ||
+		die "cannot list the tree"
+else
+	die "cannot list the tree: neither a git checkout nor a release tarball (.dist-files)"
+fi
 # What the scratch tree is built from: a checksum per file.  A file whose
 # text differs from what the last build saw may still be older than its
 # objects (edited during a run, whose reverts touched the copy since):
@@ -101,7 +118,8 @@ if [ -f .mutant-dirty ]; then
 fi
 if [ ! -f config.status ]; then
 	echo "# configuring the scratch tree $scratch"
-	{ ./bootstrap && ./configure -q; } > mutants-configure.log 2>&1 ||
+	# (a tarball has its configure; a checkout makes it)
+	{ { [ -x configure ] || ./bootstrap; } && ./configure -q; } > mutants-configure.log 2>&1 ||
 		die "configure failed: $scratch/mutants-configure.log"
 fi
 echo "# building the scratch tree"
@@ -304,16 +322,23 @@ for n in "${names[@]}"; do
 	     > "mutants-$n.build.log" 2>&1; then
 		verdict="does not build (mutants-scratch/mutants-$n.build.log)"
 	else
-		hung=
+		hung= once=
 		for t in $tests; do
 			# (its stderr: no shell message for a crashed test)
 			run_test "$t" "mutants-$n.$(basename "$t").log" 2> /dev/null
 			case $? in
-			0) by=$t; break ;;
+			0)
+				# again: a catch must repeat
+				run_test "$t" "mutants-$n.$(basename "$t").again.log" 2> /dev/null
+				case $? in
+				0) by=$t; break ;;
+				2) hung="$hung $t" ;;
+				*) once="$once $t" ;;
+				esac ;;
 			2) hung="$hung $t" ;;
 			esac
 		done
-		[ -n "$by" ] || verdict="survived${hung:+ (killed by the outer limit, no watchdog:$hung)}"
+		[ -n "$by" ] || verdict="survived${once:+ (caught once only by:$once)}${hung:+ (killed by the outer limit, no watchdog:$hung)}"
 	fi
 	mv -f "$file.mutant-orig" "$file"
 	touch "$file"
@@ -321,7 +346,7 @@ for n in "${names[@]}"; do
 	cur_file=
 	secs=$(($(date +%s) - start))
 	if [ -n "$by" ]; then
-		echo "ok $num - $n: caught by $by (${secs} s): $what"
+		echo "ok $num - $n: caught by $by, twice (${secs} s): $what"
 		pass=$((pass + 1))
 	else
 		echo "not ok $num - $n: $verdict (${secs} s): $what"
