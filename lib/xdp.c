@@ -41,6 +41,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "xdp_internal.h"
+
+#ifdef ASYNCPOOL_TEST_HOOKS
+unsigned int (*ap_xdp_test_rx)(struct asyncpool_xsk *s, struct xdp_desc *d, unsigned int n);
+unsigned int (*ap_xdp_test_comp)(struct asyncpool_xsk *s, uint64_t *addr, unsigned int n);
+#endif
+
 #ifdef HAVE_XDP
 #include <fcntl.h>
 #include <linux/if_link.h>
@@ -52,8 +59,6 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <xdp/libxdp.h>
-
-#include "xdp_internal.h"
 
 #ifndef AF_XDP
 #define AF_XDP 44
@@ -73,10 +78,6 @@
 /* The kernel's XDP_PACKET_HEADROOM, in front of every received frame. */
 #define AP_XDP_PACKET_HEADROOM 256u
 
-#ifdef ASYNCPOOL_TEST_HOOKS
-unsigned int (*ap_xdp_test_rx)(struct asyncpool_xsk *s, struct xdp_desc *d, unsigned int n);
-unsigned int (*ap_xdp_test_comp)(struct asyncpool_xsk *s, uint64_t *addr, unsigned int n);
-#endif
 
 /* ---------------------------------------------------------------- rings */
 
