@@ -12,6 +12,10 @@
 #ifndef ASYNCPOOL_XDP_UTIL_H
 #define ASYNCPOOL_XDP_UTIL_H
 
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* unshare(2) */
+#endif
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/if_packet.h>
