@@ -511,8 +511,6 @@ AP_EXPORT int asyncpool_xsk_open(struct asyncpool_xdp *x, const struct asyncpool
 	s->fill_batch = o.fill_batch ? o.fill_batch : XSK_BATCH_DEFAULT;
 	if (s->fill_batch > ring)
 		s->fill_batch = ring;
-	pthread_mutex_init(&s->rx_lock, NULL);
-	pthread_mutex_init(&s->tx_lock, NULL);
 
 	pthread_mutex_lock(&x->lock);
 	for (int i = 0; i < AP_XSK_MAX; i++) {
@@ -568,8 +566,6 @@ AP_EXPORT int asyncpool_xsk_open(struct asyncpool_xdp *x, const struct asyncpool
 	return 0;
 fail:
 	pthread_mutex_unlock(&x->lock);
-	pthread_mutex_destroy(&s->rx_lock);
-	pthread_mutex_destroy(&s->tx_lock);
 	free(s);
 	return rc;
 }
@@ -632,8 +628,6 @@ AP_EXPORT int asyncpool_xsk_close(struct asyncpool_xsk *s)
 	xsk_unmap(s);
 	close(s->fd);
 	xsk_return_frames(s);
-	pthread_mutex_destroy(&s->rx_lock);
-	pthread_mutex_destroy(&s->tx_lock);
 	free(s);
 	return 0;
 }
@@ -650,11 +644,14 @@ static bool learn_release(struct asyncpool_xdp *x)
 	struct asyncpool_lease l;
 	bool ok;
 
+	if (AP_LIKELY(atomic_load_explicit(&x->rel_known, memory_order_acquire)))
+		return true;
 	pthread_mutex_lock(&x->lock);
 	if (!x->rel_fn && asyncpool_acquire(x->pool, &l) == 0) {
 		x->rel_ctx = l.release.ctx;
 		x->rel_fn = l.release.fn;
 		asyncpool_lease_release(&l);
+		atomic_store_explicit(&x->rel_known, true, memory_order_release);
 	}
 	ok = x->rel_fn != NULL;
 	pthread_mutex_unlock(&x->lock);
@@ -712,9 +709,9 @@ AP_EXPORT int asyncpool_xsk_refill(struct asyncpool_xsk *s, unsigned int max)
 
 	if (!s)
 		return -EINVAL;
-	pthread_mutex_lock(&s->rx_lock);
+	ap_xlock(&s->rx_lock);
 	rc = refill_locked(s, max);
-	pthread_mutex_unlock(&s->rx_lock);
+	ap_xunlock(&s->rx_lock);
 	return rc;
 }
 
@@ -758,7 +755,7 @@ AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease
 	x = s->x;
 	if (n > XSK_BATCH_MAX)
 		n = XSK_BATCH_MAX;
-	pthread_mutex_lock(&s->rx_lock);
+	ap_xlock(&s->rx_lock);
 	k = rx_peek(s, d, n);
 	for (unsigned int i = 0; i < k; i++) {
 		uint32_t idx, off;
@@ -790,7 +787,7 @@ AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease
 	(void)refill_locked(s, s->fill.size);
 	if (!got && ring_needs_wakeup(&s->fill))
 		xsk_kick(s, false);
-	pthread_mutex_unlock(&s->rx_lock);
+	ap_xunlock(&s->rx_lock);
 	return (int)got;
 }
 
@@ -853,9 +850,9 @@ AP_EXPORT int asyncpool_xsk_complete(struct asyncpool_xsk *s)
 
 	if (!s)
 		return -EINVAL;
-	pthread_mutex_lock(&s->tx_lock);
+	ap_xlock(&s->tx_lock);
 	rc = complete_locked(s);
-	pthread_mutex_unlock(&s->tx_lock);
+	ap_xunlock(&s->tx_lock);
 	return rc;
 }
 
@@ -893,7 +890,7 @@ AP_EXPORT int asyncpool_xsk_send(struct asyncpool_xsk *s, struct asyncpool_lease
 							     memory_order_relaxed))
 			goto refuse;
 	}
-	pthread_mutex_lock(&s->tx_lock);
+	ap_xlock(&s->tx_lock);
 	(void)complete_locked(s);
 	room = ring_prod_free(&s->tx, n);
 	if (room < n) {
@@ -920,7 +917,7 @@ AP_EXPORT int asyncpool_xsk_send(struct asyncpool_xsk *s, struct asyncpool_lease
 	AP_XCNT_ADD(s->sent, n);
 	if (n && (ring_needs_wakeup(&s->tx) || s->mode == ASYNCPOOL_XSK_MODE_COPY))
 		xsk_kick(s, true);
-	pthread_mutex_unlock(&s->tx_lock);
+	ap_xunlock(&s->tx_lock);
 	return (int)n;
 refuse:
 	while (i--)

@@ -9,6 +9,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <linux/if_xdp.h>
 
 /* At most this many sockets on one UMEM. */
@@ -42,6 +44,32 @@ struct ap_xring {
 #define AP_XCNT_ADD(c, n) \
 	atomic_store_explicit(&(c), AP_XCNT(c) + (uint64_t)(n), memory_order_relaxed)
 
+/*
+ * A ring's lock: held for a batch of ring operations, never across a
+ * wait; uncontended it is one exchange.  A waiter yields after a while.
+ */
+static inline void ap_xlock(_Atomic uint32_t *l)
+{
+	for (unsigned int spins = 0;
+	     atomic_exchange_explicit(l, 1, memory_order_acquire); spins++) {
+		while (atomic_load_explicit(l, memory_order_relaxed)) {
+			if (++spins >= 256) {
+				sched_yield();
+				spins = 0;
+			} else {
+#if defined(__x86_64__) || defined(__i386__)
+				__builtin_ia32_pause();
+#endif
+			}
+		}
+	}
+}
+
+static inline void ap_xunlock(_Atomic uint32_t *l)
+{
+	atomic_store_explicit(l, 0, memory_order_release);
+}
+
 struct asyncpool_xsk;
 
 struct asyncpool_xdp {
@@ -55,6 +83,7 @@ struct asyncpool_xdp {
 	/* A pool lease's release callback, for received frames' leases. */
 	void    (*rel_fn)(void *ctx, uint32_t buffer_index);
 	void     *rel_ctx;
+	_Atomic bool rel_known;             /* rel_fn and rel_ctx are set */
 	pthread_mutex_t lock;               /* the sockets, the owner, rel_fn */
 	int       owner_fd;                 /* the socket the UMEM is registered on */
 	struct asyncpool_xsk *owner;
@@ -68,8 +97,8 @@ struct asyncpool_xsk {
 	uint32_t  slot, ifindex, queue, fill_batch;
 	uint32_t  mode, shared_umem, need_wakeup;
 	int32_t   zerocopy_error;
-	pthread_mutex_t rx_lock;            /* fill and rx */
-	pthread_mutex_t tx_lock;            /* tx and completion */
+	_Atomic uint32_t rx_lock;           /* fill and rx: ap_xlock() */
+	_Atomic uint32_t tx_lock;           /* tx and completion */
 	struct ap_xring fill, rx;
 	struct ap_xring tx, comp;
 	_Atomic uint64_t received, refused_rx, fill_empty, in_fill;      /* rx_lock */
