@@ -19,5 +19,6 @@
 #include <asyncpool/shared.h>
 #include <asyncpool/channel.h>
 #include <asyncpool/zerocopy.h>
+#include <asyncpool/xdp.h>
 
 #endif /* ASYNCPOOL_H */

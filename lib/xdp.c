@@ -1,0 +1,993 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The AF_XDP backend: a pool's region as a UMEM, and sockets whose
+ * rings the pool drives (Documentation/networking/af_xdp.rst).
+ *
+ * The UMEM is the region's memory, frame i = buffer i (aligned chunks:
+ * the buffer size is a power of two between 2048 and a page), so that a
+ * frame's address is its buffer's offset in the region, and a lease's
+ * span is a window of its frame.  The UMEM is registered on the first
+ * socket opened (the kernel wants a socket to register it on, and that
+ * socket bound, before another binds to it with XDP_SHARED_UMEM); each
+ * further socket, on another (interface, queue), has its own fill and
+ * completion rings on the same UMEM.
+ *
+ * Where a frame is, as the pool sees it: in the pool (free or cached),
+ * leased to a caller (after a receive, or acquired), or held by a socket
+ * of this process: in its fill or rx ring (FILL), or in its tx or
+ * completion ring (TX).  A frame a socket holds is leased from the pool
+ * under this process's name: its token (generation << 32 | index) is in
+ * tok[], its place and socket in place[], and nowhere else.  So in a
+ * shared pool a process that dies holding frames in any of its rings
+ * held leases, which the pool's reclaim returns after the quarantine
+ * (the kernel may still write a frame of the fill ring, or read one of
+ * the tx ring, until it has torn the socket down).
+ *
+ * What the kernel writes in the rx and completion rings is checked
+ * before use: an address outside the UMEM, a length past the frame, or
+ * a frame that this socket did not give the kernel (not FILL of this
+ * socket for rx, not TX of this socket for completion) is refused and
+ * counted, never handed out.
+ *
+ * Locks: a socket's fill and rx rings under rx_lock, its tx and
+ * completion rings under tx_lock (each ring has one producer and one
+ * consumer; the lock makes any thread that one).  place[] and tok[] of
+ * a frame are written by whoever holds the frame, under the lock of the
+ * ring it goes into or comes out of; a frame handed between threads as
+ * a lease is ordered by the hand-off.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "xdp_internal.h"
+
+#ifdef ASYNCPOOL_TEST_HOOKS
+unsigned int (*ap_xdp_test_rx)(struct asyncpool_xsk *s, struct xdp_desc *d, unsigned int n);
+unsigned int (*ap_xdp_test_comp)(struct asyncpool_xsk *s, uint64_t *addr, unsigned int n);
+#endif
+
+#ifdef HAVE_XDP
+#include <fcntl.h>
+#include <linux/if_link.h>
+#include <linux/if_xdp.h>
+#include <net/if.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <xdp/libxdp.h>
+
+#ifndef AF_XDP
+#define AF_XDP 44
+#endif
+#ifndef SOL_XDP
+#define SOL_XDP 283
+#endif
+
+#define XDP_OPTS_V1   sizeof(struct asyncpool_xdp_options)
+#define XSK_OPTS_V1   sizeof(struct asyncpool_xsk_options)
+#define XSK_STATS_V1  sizeof(struct asyncpool_xsk_stats)
+#define XSK_RING_DEFAULT 2048u
+#define XSK_RING_MAX     (1u << 16)
+#define XSK_BATCH_DEFAULT 64u
+#define XSK_BATCH_MAX     256u
+#define XSK_KNOWN_FLAGS  (ASYNCPOOL_XSK_ZEROCOPY | ASYNCPOOL_XSK_XSKMAP | ASYNCPOOL_XSK_SKB)
+/* The kernel's XDP_PACKET_HEADROOM, in front of every received frame. */
+#define AP_XDP_PACKET_HEADROOM 256u
+
+
+/* ---------------------------------------------------------------- rings */
+
+static int ring_map(struct ap_xring *r, int fd, uint64_t pgoff, const struct xdp_ring_offset *off,
+		    uint32_t entries, size_t entry_size)
+{
+	size_t len = off->desc + (size_t)entries * entry_size;
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd,
+		       (off_t)pgoff);
+
+	if (m == MAP_FAILED)
+		return -errno;
+	r->map = m;
+	r->map_len = len;
+	r->prod = (_Atomic uint32_t *)((char *)m + off->producer);
+	r->cons = (_Atomic uint32_t *)((char *)m + off->consumer);
+	r->flags = (_Atomic uint32_t *)((char *)m + off->flags);
+	r->desc = (char *)m + off->desc;
+	r->size = entries;
+	r->mask = entries - 1;
+	r->cached_prod = atomic_load_explicit(r->prod, memory_order_relaxed);
+	r->cached_cons = atomic_load_explicit(r->cons, memory_order_relaxed);
+	return 0;
+}
+
+static void ring_unmap(struct ap_xring *r)
+{
+	if (r->map)
+		munmap(r->map, r->map_len);
+	memset(r, 0, sizeof(*r));
+}
+
+/* A producer's free entries, at least want if it can (reads the consumer then). */
+static uint32_t ring_prod_free(struct ap_xring *r, uint32_t want)
+{
+	uint32_t used = r->cached_prod - r->cached_cons;
+
+	if (r->size - used >= want)
+		return r->size - used;
+	r->cached_cons = atomic_load_explicit(r->cons, memory_order_acquire);
+	used = r->cached_prod - r->cached_cons;
+	/* The kernel's consumer is trusted, but never more than a ring behind. */
+	if (used > r->size)
+		return 0;
+	return r->size - used;
+}
+
+static void ring_prod_submit(struct ap_xring *r, uint32_t n)
+{
+	r->cached_prod += n;
+	atomic_store_explicit(r->prod, r->cached_prod, memory_order_release);
+}
+
+/* A consumer's entries ready, at most max (bounded by the ring). */
+static uint32_t ring_cons_peek(struct ap_xring *r, uint32_t max)
+{
+	uint32_t n = r->cached_prod - r->cached_cons;
+
+	if (!n) {
+		r->cached_prod = atomic_load_explicit(r->prod, memory_order_acquire);
+		n = r->cached_prod - r->cached_cons;
+	}
+	if (n > r->size)
+		n = r->size;
+	return n < max ? n : max;
+}
+
+static void ring_cons_release(struct ap_xring *r, uint32_t n)
+{
+	r->cached_cons += n;
+	atomic_store_explicit(r->cons, r->cached_cons, memory_order_release);
+}
+
+static bool ring_needs_wakeup(const struct ap_xring *r)
+{
+	return atomic_load_explicit(r->flags, memory_order_relaxed) & XDP_RING_NEED_WAKEUP;
+}
+
+/* ---------------------------------------------------------------- frames */
+
+static inline uint32_t place_get(const struct asyncpool_xdp *x, uint32_t idx)
+{
+	return atomic_load_explicit(&x->place[idx], memory_order_relaxed);
+}
+
+static inline void place_set(struct asyncpool_xdp *x, uint32_t idx, uint32_t v)
+{
+	atomic_store_explicit(&x->place[idx], v, memory_order_relaxed);
+}
+
+/* The frame of UMEM address a, with its offset in the frame: false if outside. */
+static inline bool frame_of(const struct asyncpool_xdp *x, uint64_t a, uint32_t *idx,
+			    uint32_t *off)
+{
+	if (a >= x->umem_len)
+		return false;
+	*idx = (uint32_t)(a >> x->frame_shift);
+	*off = (uint32_t)(a & (x->frame_size - 1));
+	return true;
+}
+
+/* ---------------------------------------------------------------- the UMEM */
+
+AP_EXPORT int asyncpool_xdp_create(struct asyncpool *pool, const struct asyncpool_xdp_options *opts,
+				   struct asyncpool_xdp **out)
+{
+	struct asyncpool_xdp_options o = { .size = XDP_OPTS_V1 };
+	struct asyncpool_region *r;
+	struct asyncpool_xdp *x;
+	long page = sysconf(_SC_PAGESIZE);
+	size_t fs;
+	uint32_t count;
+
+	if (out)
+		*out = NULL;
+	if (!pool || !out)
+		return -EINVAL;
+	if (opts) {
+		if (opts->size < XDP_OPTS_V1 || opts->size > AP_STRUCT_SIZE_MAX)
+			return -EINVAL;
+		for (size_t i = XDP_OPTS_V1; i < opts->size; i++)
+			if (((const char *)opts)[i])
+				return -EINVAL;
+		memcpy(&o, opts, XDP_OPTS_V1);
+		if (o.flags || o.reserved[0] || o.reserved[1])
+			return -EINVAL;
+	}
+	r = asyncpool_region(pool);
+	fs = asyncpool_region_buffer_size(r);
+	count = asyncpool_region_buffer_count(r);
+	if (page <= 0)
+		page = 4096;
+	/* Aligned chunks: a power of two, 2048 to a page; the UMEM page-aligned. */
+	if (!r || !count || fs < 2048 || fs > (size_t)page || (fs & (fs - 1)) ||
+	    ((uintptr_t)asyncpool_region_base(r) & ((uintptr_t)page - 1)))
+		return -EINVAL;
+	if ((size_t)o.headroom + AP_XDP_PACKET_HEADROOM >= fs)
+		return -EINVAL;
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	x->tok = calloc(count, sizeof(*x->tok));
+	x->place = calloc(count, sizeof(*x->place));
+	if (!x->tok || !x->place) {
+		free(x->tok);
+		free(x->place);
+		free(x);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&x->lock, NULL);
+	x->pool = pool;
+	x->region = asyncpool_region_ref(r);
+	x->base = asyncpool_region_base(r);
+	x->frame_size = (uint32_t)fs;
+	x->frame_shift = (uint32_t)__builtin_ctzll(fs);
+	x->count = count;
+	x->umem_len = (uint64_t)fs * count;
+	x->headroom = o.headroom;
+	x->owner_fd = -1;
+	*out = x;
+	return 0;
+}
+
+AP_EXPORT int asyncpool_xdp_destroy(struct asyncpool_xdp *x)
+{
+	if (!x)
+		return -EINVAL;
+	pthread_mutex_lock(&x->lock);
+	if (x->nsockets) {
+		pthread_mutex_unlock(&x->lock);
+		return -EBUSY;
+	}
+	pthread_mutex_unlock(&x->lock);
+	pthread_mutex_destroy(&x->lock);
+	asyncpool_region_unref(x->region);
+	free(x->tok);
+	free(x->place);
+	free(x);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- sockets */
+
+static void xsk_unmap(struct asyncpool_xsk *s)
+{
+	ring_unmap(&s->rx);
+	ring_unmap(&s->tx);
+	ring_unmap(&s->fill);
+	ring_unmap(&s->comp);
+}
+
+/*
+ * A socket with its four rings, bound: the UMEM registered on it if it
+ * is the first (bind flags: the mode asked, need_wakeup), or bound to
+ * the owner's with XDP_SHARED_UMEM (which takes no mode: the owner's).
+ */
+static int xsk_build(struct asyncpool_xsk *s, uint32_t ring, uint16_t bind_flags)
+{
+	struct asyncpool_xdp *x = s->x;
+	struct xdp_mmap_offsets off;
+	struct sockaddr_xdp sxdp;
+	socklen_t len = sizeof(off);
+	int fd, rc;
+
+	fd = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	s->fd = fd;
+	if (x->owner_fd < 0) {
+		struct xdp_umem_reg mr;
+
+		memset(&mr, 0, sizeof(mr));
+		mr.addr = (uintptr_t)x->base;
+		mr.len = x->umem_len;
+		mr.chunk_size = x->frame_size;
+		mr.headroom = x->headroom;
+		if (setsockopt(fd, SOL_XDP, XDP_UMEM_REG, &mr, sizeof(mr)))
+			goto fail_errno;
+	}
+	if (setsockopt(fd, SOL_XDP, XDP_UMEM_FILL_RING, &ring, sizeof(ring)) ||
+	    setsockopt(fd, SOL_XDP, XDP_UMEM_COMPLETION_RING, &ring, sizeof(ring)) ||
+	    setsockopt(fd, SOL_XDP, XDP_RX_RING, &ring, sizeof(ring)) ||
+	    setsockopt(fd, SOL_XDP, XDP_TX_RING, &ring, sizeof(ring)) ||
+	    getsockopt(fd, SOL_XDP, XDP_MMAP_OFFSETS, &off, &len))
+		goto fail_errno;
+	rc = ring_map(&s->fill, fd, XDP_UMEM_PGOFF_FILL_RING, &off.fr, ring, sizeof(uint64_t));
+	if (!rc)
+		rc = ring_map(&s->comp, fd, XDP_UMEM_PGOFF_COMPLETION_RING, &off.cr, ring,
+			      sizeof(uint64_t));
+	if (!rc)
+		rc = ring_map(&s->rx, fd, XDP_PGOFF_RX_RING, &off.rx, ring,
+			      sizeof(struct xdp_desc));
+	if (!rc)
+		rc = ring_map(&s->tx, fd, XDP_PGOFF_TX_RING, &off.tx, ring,
+			      sizeof(struct xdp_desc));
+	if (rc)
+		goto fail;
+	memset(&sxdp, 0, sizeof(sxdp));
+	sxdp.sxdp_family = AF_XDP;
+	sxdp.sxdp_ifindex = s->ifindex;
+	sxdp.sxdp_queue_id = s->queue;
+	if (x->owner_fd >= 0) {
+		sxdp.sxdp_flags = XDP_SHARED_UMEM;
+		sxdp.sxdp_shared_umem_fd = (uint32_t)x->owner_fd;
+	} else {
+		sxdp.sxdp_flags = bind_flags | XDP_USE_NEED_WAKEUP;
+	}
+	if (bind(fd, (struct sockaddr *)&sxdp, sizeof(sxdp)))
+		goto fail_errno;
+	return 0;
+fail_errno:
+	rc = -errno;
+fail:
+	xsk_unmap(s);
+	close(fd);
+	s->fd = -1;
+	return rc;
+}
+
+/* The mode the kernel chose, from XDP_OPTIONS. */
+static uint32_t xsk_mode(int fd)
+{
+	struct xdp_options xo;
+	socklen_t len = sizeof(xo);
+
+	if (!getsockopt(fd, SOL_XDP, XDP_OPTIONS, &xo, &len) &&
+	    (xo.flags & XDP_OPTIONS_ZEROCOPY))
+		return ASYNCPOOL_XSK_MODE_ZEROCOPY;
+	return ASYNCPOOL_XSK_MODE_COPY;
+}
+
+/* The program of libxdp's default object, and the name of its map. */
+#define AP_XSK_DEF_OBJECT  "xsk_def_xdp_prog.o"
+#define AP_XSK_DEF_PROGRAM "xsk_def_prog"
+#define AP_XSK_DEF_MAP     "xsks_map"
+#define AP_XSK_MAP_ENTRIES 64u
+
+/* The fd of the map named AP_XSK_DEF_MAP that program fd prog uses, or -errno. */
+static int prog_xsk_map(int prog)
+{
+	struct bpf_prog_info info;
+	uint32_t ids[16], len = sizeof(info);
+	int rc = -ENOENT;
+
+	memset(&info, 0, sizeof(info));
+	info.nr_map_ids = 16;
+	info.map_ids = (uintptr_t)ids;
+	if (bpf_obj_get_info_by_fd(prog, &info, &len))
+		return -errno ? -errno : -EINVAL;
+	for (uint32_t i = 0; i < info.nr_map_ids && i < 16; i++) {
+		struct bpf_map_info mi;
+		uint32_t mlen = sizeof(mi);
+		int fd = bpf_map_get_fd_by_id(ids[i]);
+
+		if (fd < 0)
+			continue;
+		memset(&mi, 0, sizeof(mi));
+		if (!bpf_obj_get_info_by_fd(fd, &mi, &mlen) &&
+		    !strncmp(mi.name, AP_XSK_DEF_MAP, sizeof(mi.name)) &&
+		    mi.type == BPF_MAP_TYPE_XSKMAP)
+			return fd;
+		close(fd);
+	}
+	return rc;
+}
+
+/* The XSKMAP of libxdp's default program on ifindex, if it is attached there. */
+static int default_map_attached(int ifindex)
+{
+	struct xdp_multiprog *mp = xdp_multiprog__get_from_ifindex(ifindex);
+	struct xdp_program *p = NULL;
+	int rc = -ENOENT;
+
+	if (!mp || libxdp_get_error(mp))
+		return -ENOENT;
+	if (xdp_multiprog__is_legacy(mp)) {
+		p = xdp_multiprog__main_prog(mp);
+		if (p && strcmp(xdp_program__name(p), AP_XSK_DEF_PROGRAM))
+			p = NULL;
+	} else {
+		while ((p = xdp_multiprog__next_prog(p, mp)))
+			if (!strcmp(xdp_program__name(p), AP_XSK_DEF_PROGRAM))
+				break;
+	}
+	if (p)
+		rc = prog_xsk_map(xdp_program__fd(p));
+	xdp_multiprog__close(mp);
+	return rc;
+}
+
+/*
+ * libxdp's default program (it redirects a frame of queue q to the
+ * socket at key q of its map, and passes the rest) on ifindex: found
+ * there, or loaded and attached (generic mode with ASYNCPOOL_XSK_SKB,
+ * native otherwise).  It stays attached after the sockets close, as
+ * libxdp leaves it.  Its map's fd, or -errno.  Nothing of libxdp stays
+ * open: the kernel holds the program, the program its map.
+ */
+static int default_map(int ifindex, uint32_t flags)
+{
+	struct xdp_program *prog;
+	struct bpf_map *map;
+	int rc, fd;
+
+	fd = default_map_attached(ifindex);
+	if (fd >= 0)
+		return fd;
+	prog = xdp_program__find_file(AP_XSK_DEF_OBJECT, NULL, NULL);
+	rc = (int)libxdp_get_error(prog);
+	if (rc || !prog)
+		return rc < 0 ? rc : -EOPNOTSUPP;
+	map = bpf_object__find_map_by_name(xdp_program__bpf_obj(prog), AP_XSK_DEF_MAP);
+	if (!map) {
+		rc = -ENOENT;
+		goto out;
+	}
+	rc = bpf_map__set_max_entries(map, AP_XSK_MAP_ENTRIES);
+	if (!rc)
+		rc = xdp_program__attach(prog, ifindex,
+					 (flags & ASYNCPOOL_XSK_SKB) ? XDP_MODE_SKB : XDP_MODE_NATIVE, 0);
+	if (!rc) {
+		fd = fcntl(bpf_map__fd(map), F_DUPFD_CLOEXEC, 0);
+		rc = fd < 0 ? -errno : fd;
+	} else if (rc == -EEXIST || rc == -EBUSY) {
+		/* Another attached it meanwhile: its map. */
+		rc = default_map_attached(ifindex);
+	}
+out:
+	xdp_program__close(prog);
+	return rc;
+}
+
+/* The socket into the XSKMAP at key queue: the caller's, or libxdp's default program's. */
+static int xsk_attach_map(struct asyncpool_xsk *s, const struct asyncpool_xsk_options *o)
+{
+	int map = -1, rc;
+	uint32_t key = s->queue;
+
+	if (o->flags & ASYNCPOOL_XSK_XSKMAP) {
+		map = fcntl(o->xskmap_fd, F_DUPFD_CLOEXEC, 0);
+		if (map < 0)
+			return -errno;
+	} else {
+		map = default_map((int)s->ifindex, o->flags);
+		if (map < 0)
+			return map;
+	}
+	rc = bpf_map_update_elem(map, &key, &s->fd, 0);
+	if (rc) {
+		rc = rc < 0 ? rc : -errno;
+		close(map);
+		return rc < 0 ? rc : -EINVAL;
+	}
+	s->map_fd = map;
+	return 0;
+}
+
+AP_EXPORT int asyncpool_xsk_open(struct asyncpool_xdp *x, const struct asyncpool_xsk_options *opts,
+				 struct asyncpool_xsk **out)
+{
+	struct asyncpool_xsk_options o;
+	struct asyncpool_xsk *s;
+	uint32_t ring;
+	unsigned int ifindex;
+	int rc, slot = -1;
+
+	if (out)
+		*out = NULL;
+	if (!x || !opts || !out || opts->size < XSK_OPTS_V1 || opts->size > AP_STRUCT_SIZE_MAX)
+		return -EINVAL;
+	for (size_t i = XSK_OPTS_V1; i < opts->size; i++)
+		if (((const char *)opts)[i])
+			return -EINVAL;
+	memcpy(&o, opts, XSK_OPTS_V1);
+	ring = o.ring_size ? o.ring_size : XSK_RING_DEFAULT;
+	if (!o.ifname || (o.flags & ~XSK_KNOWN_FLAGS) || o.reserved ||
+	    ring < 64 || ring > XSK_RING_MAX || (ring & (ring - 1)) ||
+	    o.fill_batch > XSK_BATCH_MAX || ((o.flags & ASYNCPOOL_XSK_XSKMAP) && o.xskmap_fd < 0))
+		return -EINVAL;
+	ifindex = if_nametoindex(o.ifname);
+	if (!ifindex)
+		return -ENODEV;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->x = x;
+	s->fd = -1;
+	s->map_fd = -1;
+	s->ifindex = ifindex;
+	s->queue = o.queue;
+	s->fill_batch = o.fill_batch ? o.fill_batch : XSK_BATCH_DEFAULT;
+	if (s->fill_batch > ring)
+		s->fill_batch = ring;
+
+	pthread_mutex_lock(&x->lock);
+	for (int i = 0; i < AP_XSK_MAX; i++) {
+		if (!x->sockets[i]) {
+			if (slot < 0)
+				slot = i;
+		} else if (x->sockets[i]->ifindex == ifindex && x->sockets[i]->queue == o.queue) {
+			rc = -EEXIST;       /* one socket per (interface, queue) */
+			goto fail;
+		}
+	}
+	if (slot < 0) {
+		rc = -EMFILE;
+		goto fail;
+	}
+	s->slot = (uint32_t)slot;
+	if (x->owner_fd < 0 && (o.flags & ASYNCPOOL_XSK_ZEROCOPY)) {
+		/* Ask; a driver without zero-copy refuses the bind: copy, and say why. */
+		rc = xsk_build(s, ring, XDP_ZEROCOPY);
+		if (rc == -EOPNOTSUPP || rc == -EPROTONOSUPPORT) {
+			s->zerocopy_error = rc;
+			rc = xsk_build(s, ring, XDP_COPY);
+		}
+	} else if (x->owner_fd < 0) {
+		rc = xsk_build(s, ring, XDP_COPY);
+	} else {
+		rc = xsk_build(s, ring, 0);
+		s->shared_umem = 1;
+		if (!rc && (o.flags & ASYNCPOOL_XSK_ZEROCOPY) &&
+		    xsk_mode(s->fd) != ASYNCPOOL_XSK_MODE_ZEROCOPY)
+			s->zerocopy_error = -EOPNOTSUPP;   /* the owner's mode, copy */
+	}
+	if (rc)
+		goto fail;
+	s->mode = xsk_mode(s->fd);
+	s->need_wakeup = 1;
+	rc = xsk_attach_map(s, &o);
+	if (rc) {
+		xsk_unmap(s);
+		close(s->fd);
+		goto fail;
+	}
+	if (x->owner_fd < 0) {
+		x->owner_fd = s->fd;
+		x->owner = s;
+	}
+	x->sockets[slot] = s;
+	x->nsockets++;
+	pthread_mutex_unlock(&x->lock);
+	/* The fill ring full from the start, as far as the pool has frames. */
+	(void)asyncpool_xsk_refill(s, ring);
+	*out = s;
+	return 0;
+fail:
+	pthread_mutex_unlock(&x->lock);
+	free(s);
+	return rc;
+}
+
+AP_EXPORT int asyncpool_xsk_fd(const struct asyncpool_xsk *s)
+{
+	return s ? s->fd : -EINVAL;
+}
+
+/* Frames this socket holds back to the pool: after its socket is gone. */
+static void xsk_return_frames(struct asyncpool_xsk *s)
+{
+	struct asyncpool_xdp *x = s->x;
+	uint64_t batch[64];
+	unsigned int n = 0;
+
+	for (uint32_t i = 0; i < x->count; i++) {
+		uint32_t p = place_get(x, i);
+
+		if (p && AP_XP_SLOT(p) == s->slot) {
+			place_set(x, i, 0);
+			batch[n++] = x->tok[i];
+			if (n == 64) {
+				(void)asyncpool_release_tokens(x->pool, batch, n);
+				n = 0;
+			}
+		}
+	}
+	if (n)
+		(void)asyncpool_release_tokens(x->pool, batch, n);
+}
+
+AP_EXPORT int asyncpool_xsk_close(struct asyncpool_xsk *s)
+{
+	struct asyncpool_xdp *x;
+
+	if (!s)
+		return -EINVAL;
+	x = s->x;
+	pthread_mutex_lock(&x->lock);
+	/* The UMEM was registered on this socket: the others are bound to it. */
+	if (x->owner == s && x->nsockets > 1) {
+		pthread_mutex_unlock(&x->lock);
+		return -EBUSY;
+	}
+	x->sockets[s->slot] = NULL;
+	x->nsockets--;
+	if (x->owner == s) {
+		x->owner = NULL;
+		x->owner_fd = -1;
+	}
+	pthread_mutex_unlock(&x->lock);
+	if (s->map_fd >= 0) {
+		uint32_t key = s->queue;
+
+		(void)bpf_map_delete_elem(s->map_fd, &key);
+		close(s->map_fd);
+	}
+	/* The kernel lets go of the rings when the socket is released. */
+	xsk_unmap(s);
+	close(s->fd);
+	xsk_return_frames(s);
+	free(s);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- fill and rx */
+
+/*
+ * A received frame's lease is the pool's lease of its frame, with the
+ * pool's release callback: learnt from the first lease of the pool,
+ * before any frame goes into a fill ring.
+ */
+static bool learn_release(struct asyncpool_xdp *x)
+{
+	struct asyncpool_lease l;
+	bool ok;
+
+	if (AP_LIKELY(atomic_load_explicit(&x->rel_known, memory_order_acquire)))
+		return true;
+	pthread_mutex_lock(&x->lock);
+	if (!x->rel_fn && asyncpool_acquire(x->pool, &l) == 0) {
+		x->rel_ctx = l.release.ctx;
+		x->rel_fn = l.release.fn;
+		asyncpool_lease_release(&l);
+		atomic_store_explicit(&x->rel_known, true, memory_order_release);
+	}
+	ok = x->rel_fn != NULL;
+	pthread_mutex_unlock(&x->lock);
+	return ok;
+}
+
+/* Under rx_lock: up to max frames of the pool into the fill ring. */
+static int refill_locked(struct asyncpool_xsk *s, unsigned int max)
+{
+	struct asyncpool_xdp *x = s->x;
+	uint64_t toks[XSK_BATCH_MAX];
+	uint64_t *ring = s->fill.desc;
+	unsigned int done = 0;
+
+	if (!learn_release(x))
+		max = 0;
+	while (done < max) {
+		uint32_t room = ring_prod_free(&s->fill, 1), n, at;
+		int rc;
+
+		n = max - done;
+		if (n > room)
+			n = room;
+		if (n > s->fill_batch)
+			n = s->fill_batch;
+		if (!n)
+			break;
+		/* All or nothing: halve until the pool has them. */
+		while ((rc = asyncpool_acquire_tokens(x->pool, toks, n)) == -ENOBUFS && n > 1)
+			n /= 2;
+		if (rc == -ENOBUFS) {
+			AP_XCNT_ADD(s->fill_empty, 1);
+			break;
+		}
+		if (rc < 0)
+			return done ? (int)done : rc;
+		at = s->fill.cached_prod;
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t idx = (uint32_t)toks[i];
+
+			x->tok[idx] = toks[i];
+			place_set(x, idx, AP_XP_MAKE(AP_XP_FILL, s->slot));
+			ring[(at + i) & s->fill.mask] = (uint64_t)idx << x->frame_shift;
+		}
+		ring_prod_submit(&s->fill, n);
+		AP_XCNT_ADD(s->in_fill, n);
+		done += n;
+	}
+	return (int)done;
+}
+
+AP_EXPORT int asyncpool_xsk_refill(struct asyncpool_xsk *s, unsigned int max)
+{
+	int rc;
+
+	if (!s)
+		return -EINVAL;
+	ap_xlock(&s->rx_lock);
+	rc = refill_locked(s, max);
+	ap_xunlock(&s->rx_lock);
+	return rc;
+}
+
+/* Kick the kernel: rx (fill ring wants a wakeup) or tx. */
+static void xsk_kick(struct asyncpool_xsk *s, bool tx)
+{
+	AP_XCNT_ADD(s->wakeups, 1);
+	if (tx)
+		(void)sendto(s->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
+	else
+		(void)recvfrom(s->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+}
+
+static unsigned int rx_peek(struct asyncpool_xsk *s, struct xdp_desc *d, unsigned int n)
+{
+	struct xdp_desc *ring = s->rx.desc;
+	uint32_t k;
+
+#ifdef ASYNCPOOL_TEST_HOOKS
+	if (ap_xdp_test_rx)
+		return ap_xdp_test_rx(s, d, n);
+#endif
+	k = ring_cons_peek(&s->rx, n);
+	for (uint32_t i = 0; i < k; i++)
+		d[i] = ring[(s->rx.cached_cons + i) & s->rx.mask];
+	ring_cons_release(&s->rx, k);
+	return k;
+}
+
+AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease *leases,
+				 unsigned int n)
+{
+	struct xdp_desc d[XSK_BATCH_MAX];
+	struct asyncpool_xdp *x;
+	unsigned int got = 0, k;
+	uint64_t bad[XSK_BATCH_MAX];
+	unsigned int nbad = 0;
+
+	if (!s || (!leases && n))
+		return -EINVAL;
+	x = s->x;
+	if (n > XSK_BATCH_MAX)
+		n = XSK_BATCH_MAX;
+	ap_xlock(&s->rx_lock);
+	k = rx_peek(s, d, n);
+	for (unsigned int i = 0; i < k; i++) {
+		uint32_t idx, off;
+
+		if (!frame_of(x, d[i].addr, &idx, &off) ||
+		    place_get(x, idx) != AP_XP_MAKE(AP_XP_FILL, s->slot)) {
+			AP_XCNT_ADD(s->refused_rx, 1); /* not a frame we gave: never handed out */
+			continue;
+		}
+		place_set(x, idx, 0);
+		AP_XCNT_ADD(s->in_fill, -1);
+		if ((uint64_t)off + d[i].len > x->frame_size || !x->rel_fn) {
+			AP_XCNT_ADD(s->refused_rx, 1); /* our frame, a bad length: back to the pool */
+			bad[nbad++] = x->tok[idx];
+			continue;
+		}
+		leases[got].span.region = x->region;
+		leases[got].span.offset = (size_t)d[i].addr;
+		leases[got].span.length = d[i].len;
+		leases[got].release.fn = x->rel_fn;
+		leases[got].release.ctx = x->rel_ctx;
+		leases[got].buffer_index = idx;
+		leases[got].generation = (uint32_t)(x->tok[idx] >> 32);
+		got++;
+	}
+	AP_XCNT_ADD(s->received, got);
+	if (nbad)
+		(void)asyncpool_release_tokens(x->pool, bad, nbad);
+	(void)refill_locked(s, s->fill.size);
+	if (!got && ring_needs_wakeup(&s->fill))
+		xsk_kick(s, false);
+	ap_xunlock(&s->rx_lock);
+	return (int)got;
+}
+
+/* ---------------------------------------------------------------- tx and completion */
+
+static unsigned int comp_peek(struct asyncpool_xsk *s, uint64_t *a, unsigned int n)
+{
+	uint64_t *ring = s->comp.desc;
+	uint32_t k;
+
+#ifdef ASYNCPOOL_TEST_HOOKS
+	if (ap_xdp_test_comp)
+		return ap_xdp_test_comp(s, a, n);
+#endif
+	k = ring_cons_peek(&s->comp, n);
+	for (uint32_t i = 0; i < k; i++)
+		a[i] = ring[(s->comp.cached_cons + i) & s->comp.mask];
+	ring_cons_release(&s->comp, k);
+	return k;
+}
+
+/* Under tx_lock: the completion ring's frames back to the pool. */
+static int complete_locked(struct asyncpool_xsk *s)
+{
+	struct asyncpool_xdp *x = s->x;
+	uint64_t a[XSK_BATCH_MAX], toks[XSK_BATCH_MAX];
+	unsigned int total = 0;
+
+	for (unsigned int round = 0; round <= s->comp.size / XSK_BATCH_MAX; round++) {
+		unsigned int k = comp_peek(s, a, XSK_BATCH_MAX), n = 0;
+
+		for (unsigned int i = 0; i < k; i++) {
+			uint32_t idx, off;
+
+			if (!frame_of(x, a[i], &idx, &off) ||
+			    place_get(x, idx) != AP_XP_MAKE(AP_XP_TX, s->slot)) {
+				AP_XCNT_ADD(s->refused_comp, 1);
+				continue;
+			}
+			place_set(x, idx, 0);
+			toks[n++] = x->tok[idx];
+		}
+		if (n)
+			(void)asyncpool_release_tokens(x->pool, toks, n);
+		AP_XCNT_ADD(s->in_tx, -(uint64_t)n);
+		AP_XCNT_ADD(s->completed, n);
+		total += n;
+		if (k < XSK_BATCH_MAX)
+			break;
+	}
+	/* Copy mode sends a few frames per kick: kick while any wait. */
+	if (AP_XCNT(s->in_tx) && (ring_needs_wakeup(&s->tx) || s->mode == ASYNCPOOL_XSK_MODE_COPY))
+		xsk_kick(s, true);
+	return (int)total;
+}
+
+AP_EXPORT int asyncpool_xsk_complete(struct asyncpool_xsk *s)
+{
+	int rc;
+
+	if (!s)
+		return -EINVAL;
+	ap_xlock(&s->tx_lock);
+	rc = complete_locked(s);
+	ap_xunlock(&s->tx_lock);
+	return rc;
+}
+
+/* A lease this socket may send: a window of one frame of this UMEM, whole, not in a ring. */
+static bool lease_sendable(const struct asyncpool_xdp *x, const struct asyncpool_lease *l)
+{
+	uint32_t idx, off;
+
+	return l->span.region == x->region && l->generation && l->span.length &&
+	       l->buffer_index < x->count && l->span.offset <= x->umem_len &&
+	       frame_of(x, l->span.offset, &idx, &off) && idx == l->buffer_index &&
+	       (uint64_t)off + l->span.length <= x->frame_size && !place_get(x, idx);
+}
+
+AP_EXPORT int asyncpool_xsk_send(struct asyncpool_xsk *s, struct asyncpool_lease *leases,
+				 unsigned int n)
+{
+	struct asyncpool_xdp *x;
+	struct xdp_desc *ring;
+	uint32_t room, at;
+	unsigned int i;
+
+	if (!s || (!leases && n))
+		return -EINVAL;
+	x = s->x;
+	/* Every lease checked before anything changes; a frame twice is refused too. */
+	for (i = 0; i < n; i++) {
+		uint32_t free_place = 0;
+
+		if (!lease_sendable(x, &leases[i]) ||
+		    !atomic_compare_exchange_strong_explicit(&x->place[leases[i].buffer_index],
+							     &free_place,
+							     AP_XP_MAKE(AP_XP_CHECKED, s->slot),
+							     memory_order_relaxed,
+							     memory_order_relaxed))
+			goto refuse;
+	}
+	ap_xlock(&s->tx_lock);
+	(void)complete_locked(s);
+	room = ring_prod_free(&s->tx, n);
+	if (room < n) {
+		for (i = room; i < n; i++)
+			place_set(x, leases[i].buffer_index, 0);
+		n = room;
+	}
+	ring = s->tx.desc;
+	at = s->tx.cached_prod;
+	for (i = 0; i < n; i++) {
+		struct xdp_desc *d = &ring[(at + i) & s->tx.mask];
+		uint32_t idx = leases[i].buffer_index;
+
+		d->addr = leases[i].span.offset;
+		d->len = (uint32_t)leases[i].span.length;
+		d->options = 0;
+		x->tok[idx] = ((uint64_t)leases[i].generation << 32) | idx;
+		place_set(x, idx, AP_XP_MAKE(AP_XP_TX, s->slot));
+		/* Handed over: the caller's lease is spent (a release of it does nothing). */
+		memset(&leases[i], 0, sizeof(leases[i]));
+	}
+	ring_prod_submit(&s->tx, n);
+	AP_XCNT_ADD(s->in_tx, n);
+	AP_XCNT_ADD(s->sent, n);
+	if (n && (ring_needs_wakeup(&s->tx) || s->mode == ASYNCPOOL_XSK_MODE_COPY))
+		xsk_kick(s, true);
+	ap_xunlock(&s->tx_lock);
+	return (int)n;
+refuse:
+	while (i--)
+		place_set(x, leases[i].buffer_index, 0);
+	return -EINVAL;
+}
+
+AP_EXPORT int asyncpool_xsk_stats(const struct asyncpool_xsk *s, struct asyncpool_xsk_stats *out)
+{
+	struct asyncpool_xsk_stats st;
+	size_t sz;
+
+	if (!s || !out || out->size < XSK_STATS_V1 || out->size > AP_STRUCT_SIZE_MAX)
+		return -EINVAL;
+	sz = out->size;
+	memset(&st, 0, sizeof(st));
+	st.size = sz;
+	st.mode = s->mode;
+	st.zerocopy_error = s->zerocopy_error;
+	st.ifindex = s->ifindex;
+	st.queue = s->queue;
+	st.shared_umem = s->shared_umem;
+	st.need_wakeup = s->need_wakeup;
+	st.received = AP_XCNT(s->received);
+	st.sent = AP_XCNT(s->sent);
+	st.completed = AP_XCNT(s->completed);
+	st.refused = AP_XCNT(s->refused_rx) + AP_XCNT(s->refused_comp);
+	st.fill_empty = AP_XCNT(s->fill_empty);
+	st.wakeups = AP_XCNT(s->wakeups);
+	st.in_fill = (uint32_t)AP_XCNT(s->in_fill);
+	st.in_tx = (uint32_t)AP_XCNT(s->in_tx);
+	memset(out, 0, sz);
+	memcpy(out, &st, XSK_STATS_V1);
+	return 0;
+}
+
+#else /* !HAVE_XDP: built without libxdp and libbpf */
+
+AP_EXPORT int asyncpool_xdp_create(struct asyncpool *pool, const struct asyncpool_xdp_options *opts,
+				   struct asyncpool_xdp **out)
+{
+	if (out)
+		*out = NULL;
+	return -EOPNOTSUPP;
+}
+
+AP_EXPORT int asyncpool_xdp_destroy(struct asyncpool_xdp *x)
+{
+	return x ? -EOPNOTSUPP : -EINVAL;
+}
+
+AP_EXPORT int asyncpool_xsk_open(struct asyncpool_xdp *x, const struct asyncpool_xsk_options *opts,
+				 struct asyncpool_xsk **out)
+{
+	if (out)
+		*out = NULL;
+	return -EOPNOTSUPP;
+}
+
+AP_EXPORT int asyncpool_xsk_close(struct asyncpool_xsk *s) { return -EOPNOTSUPP; }
+AP_EXPORT int asyncpool_xsk_fd(const struct asyncpool_xsk *s) { return -EOPNOTSUPP; }
+AP_EXPORT int asyncpool_xsk_refill(struct asyncpool_xsk *s, unsigned int max) { return -EOPNOTSUPP; }
+AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease *leases,
+				 unsigned int n) { return -EOPNOTSUPP; }
+AP_EXPORT int asyncpool_xsk_send(struct asyncpool_xsk *s, struct asyncpool_lease *leases,
+				 unsigned int n) { return -EOPNOTSUPP; }
+AP_EXPORT int asyncpool_xsk_complete(struct asyncpool_xsk *s) { return -EOPNOTSUPP; }
+AP_EXPORT int asyncpool_xsk_stats(const struct asyncpool_xsk *s, struct asyncpool_xsk_stats *out)
+{
+	return -EOPNOTSUPP;
+}
+
+#endif /* HAVE_XDP */
