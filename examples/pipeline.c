@@ -880,6 +880,7 @@ int main(int argc, char **argv)
 	unsigned short port = 0;
 	pid_t in_pid, out_pid, w_pid;
 	int in_rc = -1, out_rc = -1, opt, rc, restarts = 0;
+	unsigned reclaim_rounds = 0;
 	sigset_t chld;
 
 	limit = MAX_CONNS;
@@ -938,8 +939,12 @@ int main(int argc, char **argv)
 		int st;
 
 		sigtimedwait(&chld, NULL, &slice);
-		if (pool)
+		/* Reclaim only while a dead worker's items may be waiting out
+		 * their quarantine: a reclaim looks at every attachment. */
+		if (pool && reclaim_rounds) {
 			asyncpool_reclaim(pool);
+			reclaim_rounds--;
+		}
 		while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
 			int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 
@@ -955,6 +960,8 @@ int main(int argc, char **argv)
 				}
 				w_pid = start(run_worker, 0);
 				restarts++;
+				/* The quarantine and a second more, in 20 ms slices. */
+				reclaim_rounds = (quarantine_ms + 1000) / 20;
 				printf("worker died (status %d), restarted: worker pid %d\n", code,
 				       (int)w_pid);
 				fflush(stdout);
