@@ -713,6 +713,11 @@ static int wait_loop(struct asyncpool_channel *e, _Atomic uint32_t *word, int64_
 			return -EINTR;
 		if (timeout_ns > 0 && ap_deadline_passed(&deadline))
 			return -ETIMEDOUT;
+		/* A receiver that finds nothing runs the reclaim now and then
+		 * (every 10 ms at most): what a dead receiver held comes back
+		 * into the channel once its quarantine is over. */
+		if (!e->send)
+			(void)ap_reclaim_auto(e->pool);
 		/* Sliced: a peer that dies wakes nobody, and a peer may
 		 * rewrite the word; the look after each slice is bounded. */
 		if (ap_futex_wait(word, v,

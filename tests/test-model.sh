@@ -46,15 +46,20 @@
 #      model's FIX 1-4: the owner's check before its window, exit's
 #      SEND taking the lock again, a waiter that does not take the
 #      batches, the orphan CAS not counting out[]).
-#  tests/model/channel.pml   channels (issue 33): a sender and a
-#      receiver that may die before and after every step, a reclaimer
-#      concurrent with the survivor and one at the end; with a copy of
-#      the sender's lease released during the send, or a peer forging a
-#      ring entry.  No buffer with two holders, none lost.  Mutants: the
-#      reclaim without the sender's step, a publish before the word's
-#      CAS, no drain of a dead receiver, the step matched by index alone
-#      lose a buffer; a receiver that trusts the token, a send without
-#      its CAS give a buffer two holders.
+#  tests/model/channel.pml   channels (issues 33, 52): a sender, a
+#      receiver and a first reclaimer that may die before and after
+#      every step, a next receiver, a reclaimer at the end; with a copy
+#      of the sender's lease released during the send, or a peer forging
+#      a ring entry, a redelivery entry or a from[] record.  No buffer
+#      with two holders, none lost, every item sent consumed exactly
+#      once (with CHANNEL_DROP: no buffer lost).  Mutants: the reclaim
+#      without the sender's step, the step matched by index alone, a
+#      redelivery CAS before its slot, a dead reclaimer's redelivery not
+#      published, no drain with CHANNEL_DROP lose a buffer; a publish
+#      before the word's CAS, a dead receiver's held buffer to the
+#      freelist, from[] after the receive's CAS, a dead receiver's ring
+#      drained lose an item; a receiver that trusts the token, a send
+#      without its CAS give a buffer two holders.
 # Every search is exhaustive (-DSAFETY; -DCOLLAPSE is lossless state
 # compression, not a partial search).
 set -u
@@ -66,7 +71,7 @@ if ! command -v spin > /dev/null 2>&1; then
 fi
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..106"
+echo "1..120"
 t=0
 
 # verify NAME MODEL DEFINES: build pan in its own directory and run it.
@@ -276,25 +281,39 @@ fails owner-orphanout owner.pml "-DEXIT -DNO_ORPHAN_OUT" "(out\[j\]==0)" \
 	"owner, orphan CAS not counting out" "spin finds out[] left at 1"
 opt=-O1
 
-# 87-104: channels (issue 33, tests/model/channel.pml): the protocol
+# 87-118: channels (issues 33, 52, tests/model/channel.pml): the protocol
 # holds with deaths at every step, a racing copy of the sender's lease,
 # or a forged entry; each broken step gives its counterexample.
 opt=-O1
-holds chan channel.pml "" "channel, sender and receiver die anywhere"
+holds chan channel.pml "" "channel, sender, receiver and reclaimer die anywhere, items redelivered"
 holds chan-copy channel.pml -DCOPY "channel, a copy of the sent lease released"
 holds chan-forge channel.pml -DFORGE "channel, a peer forges an entry"
+holds chan-forge-redo channel.pml "-DFORGE -DFORGE_REDO" \
+	"channel, a peer forges a redelivery entry or a from[] record"
+holds chan-drop channel.pml -DDROP "channel, CHANNEL_DROP: 1.4's rule, no buffer lost"
 opt=-O0
 lost="((kind\\[b\\]==0)&&onlist\\[b\\])"
+item="( !(sent\\[q\\])||(consumed\\[q\\]==1))"
 fails chan-nostep channel.pml -DNO_STEP "$lost" \
 	"channel, reclaim without the sender's step" "spin finds a QUEUED word outside the ring, lost"
-fails chan-pubfirst channel.pml -DPUBLISH_FIRST "$lost" \
-	"channel, publish before the word's CAS" "spin finds the entry refused, then the buffer lost"
-fails chan-nodrain channel.pml -DNO_DRAIN "$lost" \
-	"channel, a dead receiver's ring not drained" "spin finds its queue lost"
+fails chan-pubfirst channel.pml -DPUBLISH_FIRST "$item" \
+	"channel, publish before the word's CAS" "spin finds the entry refused, then the item lost"
+fails chan-nodrain channel.pml "-DDROP -DNO_DRAIN" "$lost" \
+	"channel, CHANNEL_DROP, a dead receiver's ring not drained" "spin finds its queue lost"
 fails chan-byindex channel.pml -DBY_INDEX "$lost" \
 	"channel, the step matched by index alone" "spin finds a buffer hidden by a taken entry, lost"
-fails chan-trust channel.pml "-DFORGE -DTRUST_HINT" "(held\\[b\\]==4)" \
+fails chan-trust channel.pml "-DFORGE -DTRUST_HINT" "(held\\[b\\]==6)" \
 	"channel, a receiver that trusts the token" "spin finds the sender's lease taken"
 fails chan-plainsend channel.pml "-DCOPY -DPLAIN_SEND" " !(onlist\\[b\\])" \
 	"channel, a send without its CAS" "spin finds the buffer queued and on the freelist"
+fails chan-noredo channel.pml -DNO_REDO "$item" \
+	"channel, a dead receiver's held buffer to the freelist" "spin finds the item lost"
+fails chan-fromafter channel.pml -DFROM_AFTER "$item" \
+	"channel, from[] written after the receive's CAS" "spin finds the item lost"
+fails chan-redocasfirst channel.pml -DREDO_CAS_FIRST "$lost" \
+	"channel, the redelivery's CAS before its slot" "spin finds a QUEUED word no slot names, lost"
+fails chan-nofinish channel.pml -DNO_FINISH "$lost" \
+	"channel, a dead reclaimer's redelivery not published" "spin finds it lost"
+fails chan-draindead channel.pml -DDRAIN_DEAD "$item" \
+	"channel, a dead receiver's ring drained (no CHANNEL_DROP)" "spin finds its queue lost"
 opt=-O1
