@@ -28,6 +28,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef HAVE_LIBURING
+#include <liburing.h>
+#endif
+
 #include <asyncpool.h>
 #include "tap.h"
 #include "testutil.h"
@@ -630,6 +634,65 @@ static void test_epipe(void)
 	asyncpool_shared_close(sp);
 }
 
+#ifdef HAVE_LIBURING
+/* asyncpool_channel_prep_send_wait on a real ring: completes when a receive makes room. */
+static void test_prep_send_wait(void)
+{
+	struct asyncpool_shared *sp = make(0);
+	struct asyncpool *pool = asyncpool_shared_pool(sp);
+	struct asyncpool_channel *s = open_end(pool, 0, ASYNCPOOL_CHANNEL_SEND);
+	struct asyncpool_channel *r = open_end(pool, 0, ASYNCPOOL_CHANNEL_RECV);
+	struct io_uring_sqe sqe_copy;
+	struct io_uring_cqe *cqe;
+	struct io_uring ring;
+	struct later w = { .pool = pool, .ch = r, .delay_ms = 5 };
+	pthread_t th;
+	int rc;
+
+	if (io_uring_queue_init(8, &ring, 0)) {
+		skip(6, "no io_uring here");
+		goto out;
+	}
+	rc = asyncpool_channel_prep_send_wait(s, &sqe_copy);
+	if (rc == -EOPNOTSUPP) {
+		skip(6, "the kernel has no IORING_OP_FUTEX_WAIT (Linux 6.7)");
+		io_uring_queue_exit(&ring);
+		goto out;
+	}
+	is_int(rc, 0, "prep_send_wait with room");
+	*io_uring_get_sqe(&ring) = sqe_copy;
+	io_uring_submit(&ring);
+	rc = io_uring_wait_cqe(&ring, &cqe);
+	is_int(rc == 0 ? cqe->res : rc, -EAGAIN, "  room: completes at once with -EAGAIN");
+	io_uring_cqe_seen(&ring, cqe);
+	fill(pool, s, CAP);
+	is_int(asyncpool_channel_prep_send_wait(s, io_uring_get_sqe(&ring)), 0,
+	       "prep_send_wait, full");
+	io_uring_submit(&ring);
+	if (pthread_create(&th, NULL, recv_later, &w))
+		bail_out("thread");
+	rc = io_uring_wait_cqe(&ring, &cqe);
+	ok(rc == 0 && (cqe->res == 0 || cqe->res == -EAGAIN),
+	   "  the ring completes the wait after a receive (res %d)", rc == 0 ? cqe->res : rc);
+	io_uring_cqe_seen(&ring, cqe);
+	pthread_join(th, NULL);
+	{
+		struct asyncpool_lease l;
+
+		if (asyncpool_acquire(pool, &l))
+			bail_out("acquire");
+		is_int(asyncpool_channel_send_item(s, &l, 9), 0, "  then the send goes");
+	}
+	drain(pool, r);
+	is_int(asyncpool_available(pool), N, "every buffer back");
+	io_uring_queue_exit(&ring);
+out:
+	asyncpool_channel_close(r);
+	asyncpool_channel_close(s);
+	asyncpool_shared_close(sp);
+}
+#endif
+
 int main(void)
 {
 	tap_watchdog(240);
@@ -640,5 +703,8 @@ int main(void)
 	test_send_wait();
 	test_recv_woken();
 	test_epipe();
+#ifdef HAVE_LIBURING
+	test_prep_send_wait();
+#endif
 	return done_testing();
 }
