@@ -27,7 +27,9 @@
  *            sends the same lease on channel 1;
  *   egress   receives from channel 1 (an io_uring wait on the channel,
  *            asyncpool_channel_prep_wait(3)) and sends the bytes back
- *            with IORING_OP_SEND_ZC; a buffer goes back to the pool when
+ *            with IORING_OP_SEND_ZC, the items a connection has ready in
+ *            order as one linked chain (IOSQE_IO_LINK, MSG_WAITALL: Linux
+ *            5.19 sends all of each); a buffer goes back to the pool when
  *            its notification arrives (an item under 2 KiB goes with a
  *            plain IORING_OP_SEND: copying a few bytes costs less than
  *            pinning the page and waiting for the notification).
@@ -415,8 +417,8 @@ static int worker(void)
 struct out_conn {
 	int fd;                         /* -1: not received from ingest yet */
 	uint64_t next;                  /* the sequence number to send next */
-	bool sending, eof, closed;
-	uint32_t buf;                   /* the buffer of the send in flight */
+	unsigned sending;               /* sends of the chain in flight */
+	bool eof, closed, broken;
 	/* Items that arrived ahead of their turn, by seq % BUFFER_COUNT. */
 	struct asyncpool_lease ahead[BUFFER_COUNT];
 	uint64_t ahead_tag[BUFFER_COUNT];
@@ -430,7 +432,6 @@ struct egress {
 	 * what is sent, and the references (sends, notifications) on it. */
 	struct asyncpool_lease zc[BUFFER_COUNT];
 	uint32_t zc_conn[BUFFER_COUNT];
-	size_t zc_sent[BUFFER_COUNT];
 	unsigned zc_refs[BUFFER_COUNT];
 	unsigned in_flight;
 	int ctl;
@@ -457,42 +458,49 @@ static void zc_put(struct egress *e, uint32_t b)
 	}
 }
 
-static void zc_submit(struct egress *e, uint32_t b)
+/*
+ * Send buffer b's item whole (MSG_WAITALL), linked to the next send of
+ * the chain if link: the chain keeps the connection's order.
+ */
+static void zc_submit(struct egress *e, uint32_t b, bool link)
 {
 	struct io_uring_sqe *sqe = get_sqe(&e->ring);
 	struct asyncpool_lease *l = &e->zc[b];
-
-	char *p = (char *)asyncpool_span_ptr(l->span) + e->zc_sent[b];
-	size_t len = l->span.length - e->zc_sent[b];
+	int fd = e->conns[e->zc_conn[b]].fd;
 
 	/* A few bytes are cheaper copied than pinned and notified. */
-	if (len < ZC_MIN)
-		io_uring_prep_send(sqe, e->conns[e->zc_conn[b]].fd, p, len, MSG_NOSIGNAL);
+	if (l->span.length < ZC_MIN)
+		io_uring_prep_send(sqe, fd, asyncpool_span_ptr(l->span), l->span.length,
+				   MSG_NOSIGNAL | MSG_WAITALL);
 	else
-		io_uring_prep_send_zc(sqe, e->conns[e->zc_conn[b]].fd, p, len, MSG_NOSIGNAL, 0);
+		io_uring_prep_send_zc(sqe, fd, asyncpool_span_ptr(l->span), l->span.length,
+				      MSG_NOSIGNAL | MSG_WAITALL, 0);
+	if (link)
+		sqe->flags |= IOSQE_IO_LINK;
 	sqe->user_data = UD(OP_SEND, b);
 	e->zc_refs[b]++;
 }
 
-/* Send connection c's next item in order, unless one is in flight. */
+#define CHAIN_MAX 16u
+
+/*
+ * Send connection c's next items in order, as one linked chain of up to
+ * CHAIN_MAX sends, unless a chain is in flight.
+ */
 static void egress_pump(struct egress *e, unsigned c)
 {
 	struct out_conn *k = &e->conns[c];
+	uint32_t chain[CHAIN_MAX];
+	unsigned n = 0;
 
-	while (!k->sending && !k->closed) {
+	if (k->sending || k->closed)
+		return;
+	while (n < CHAIN_MAX && !k->eof) {
 		uint32_t slot = (uint32_t)(k->next % BUFFER_COUNT), b;
 		struct asyncpool_lease *l = &k->ahead[slot];
 
-		if (k->eof) {
-			/* Everything before the end is sent (the kernel may
-			 * still hold buffers: it has its own references). */
-			shutdown(k->fd, SHUT_WR);
-			close(k->fd);
-			k->closed = true;
-			return;
-		}
 		if (!asyncpool_lease_held(l))
-			return;
+			break;
 		k->next++;
 		if (TAG_KIND(k->ahead_tag[slot]) == KIND_EOF || l->span.length == 0) {
 			k->eof = TAG_KIND(k->ahead_tag[slot]) == KIND_EOF;
@@ -505,11 +513,18 @@ static void egress_pump(struct egress *e, unsigned c)
 		e->zc[b] = *l;
 		memset(l, 0, sizeof(*l));
 		e->zc_conn[b] = c;
-		e->zc_sent[b] = 0;
 		e->in_flight++;
-		k->sending = true;
-		k->buf = b;
-		zc_submit(e, b);
+		chain[n++] = b;
+	}
+	for (unsigned i = 0; i < n; i++)
+		zc_submit(e, chain[i], i + 1 < n);
+	k->sending = n;
+	if (!n && k->eof) {
+		/* Everything before the end is sent (the kernel may still
+		 * hold buffers: it has its own references). */
+		shutdown(k->fd, SHUT_WR);
+		close(k->fd);
+		k->closed = true;
 	}
 }
 
@@ -526,20 +541,18 @@ static void egress_send_done(struct egress *e, uint32_t b, const struct io_uring
 	}
 	if (cqe->flags & IORING_CQE_F_MORE)
 		e->zc_refs[b]++;        /* a notification follows */
-	if (cqe->res < 0) {
-		/* The client went away: drop the rest of its bytes. */
-		fprintf(stderr, "pipeline: send: %s\n", strerror(-cqe->res));
-		e->zc_sent[b] = e->zc[b].span.length;
+	if (cqe->res < 0 || (size_t)cqe->res < e->zc[b].span.length) {
+		/* The client went away (the rest of the chain is cancelled):
+		 * drop the rest of its bytes. */
+		if (!k->broken)
+			fprintf(stderr, "pipeline: send: %s\n",
+				strerror(cqe->res < 0 ? -cqe->res : EPIPE));
+		k->broken = true;
 	} else {
-		e->zc_sent[b] += (size_t)cqe->res;
 		e->bytes += (size_t)cqe->res;
 	}
-	if (e->zc_sent[b] < e->zc[b].span.length) {
-		zc_submit(e, b);        /* the rest */
-	} else {
-		k->sending = false;
+	if (k->sending && --k->sending == 0)
 		egress_pump(e, e->zc_conn[b]);
-	}
 	zc_put(e, b);
 }
 
@@ -880,6 +893,7 @@ int main(int argc, char **argv)
 	unsigned short port = 0;
 	pid_t in_pid, out_pid, w_pid;
 	int in_rc = -1, out_rc = -1, opt, rc, restarts = 0;
+	unsigned reclaim_rounds = 0;
 	sigset_t chld;
 
 	limit = MAX_CONNS;
@@ -938,8 +952,12 @@ int main(int argc, char **argv)
 		int st;
 
 		sigtimedwait(&chld, NULL, &slice);
-		if (pool)
+		/* Reclaim only while a dead worker's items may be waiting out
+		 * their quarantine: a reclaim looks at every attachment. */
+		if (pool && reclaim_rounds) {
 			asyncpool_reclaim(pool);
+			reclaim_rounds--;
+		}
 		while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
 			int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 
@@ -955,6 +973,8 @@ int main(int argc, char **argv)
 				}
 				w_pid = start(run_worker, 0);
 				restarts++;
+				/* The quarantine and a second more, in 20 ms slices. */
+				reclaim_rounds = (quarantine_ms + 1000) / 20;
 				printf("worker died (status %d), restarted: worker pid %d\n", code,
 				       (int)w_pid);
 				fflush(stdout);

@@ -38,6 +38,7 @@ bulk32 bulk32-cached tokens32 tokens32-cached
 tokens32-2t tokens32-cached-2t tokens32-2t-shuffled tokens32-cached-2t-shuffled shared-2proc shared-2proc-cached
 shared-1t shared-cached-1t shared-token-1t shared-token-cached-1t cas-floor-cached-1t shared-2t shared-cached-2t shared-2p shared-cached-2p
 wake-threads wake-2proc many-senders-1 many-senders-2 many-senders-4
+many-senders-floor-1 many-senders-floor-2 many-senders-floor-4
 chan-latency chan-2proc-1 chan-2proc-32 chan-wake-2proc chan-floor-line chan-floor-futex
 chan-floor-ring-1 chan-floor-ring-32 chan-floor-slots-1 chan-floor-slots-32
 chan-floor-words-1 chan-floor-words-32

@@ -231,6 +231,7 @@ struct bench_case {
 #define BENCH_CHAN(kind) (BENCH_CHANNEL | (unsigned)(kind) << 16)  /* which (bench_channel.c) */
 #define BENCH_CHAN_KIND(flags) ((enum bench_chan_kind)((flags) >> 16))
 #define BENCH_MANY (1u << 24)   /* threads senders, a channel each, one receiver (bench_many.c) */
+#define BENCH_MANY_FLOOR (1u << 25) /* BENCH_MANY: one bare MPSC ring for all, the design not built */
 
 /* Re-leases of one buffer before its generation comes back (pool_layout.h). */
 #define BENCH_GEN_PERIOD 4294967295.0
@@ -546,6 +547,12 @@ static const struct bench_case cases[] = {
 	  NULL, 2, BENCH_MANY, NULL },
 	{ "many-senders-4", "4 senders, a channel each, to one receiver in asyncpool_channel_recv_any",
 	  NULL, 4, BENCH_MANY, NULL },
+	{ "many-senders-floor-1", "floor of the design not built: 1 sender, a bare MPSC ring, futex waits",
+	  NULL, 1, BENCH_MANY | BENCH_MANY_FLOOR, NULL },
+	{ "many-senders-floor-2", "the same, 2 senders compare-and-swapping one tail",
+	  NULL, 2, BENCH_MANY | BENCH_MANY_FLOOR, NULL },
+	{ "many-senders-floor-4", "the same, 4 senders",
+	  NULL, 4, BENCH_MANY | BENCH_MANY_FLOOR, NULL },
 	{ "chan-latency", "a token back and forth over two channels, busy-polling (one way)",
 	  NULL, 2, BENCH_CHAN(BENCH_CHAN_LATENCY), NULL },
 	{ "chan-2proc-1", "a process sends tokens to another over a channel, 1 per call",
@@ -1068,7 +1075,7 @@ static size_t run_cases(struct run *r, struct asyncpool *const pools[2], uint32_
 			continue;
 		}
 		if (c->flags & BENCH_MANY) {
-			int rc = bench_many(c->threads, r->ops, reps, &res[n]);
+			int rc = bench_many(c->threads, c->flags & BENCH_MANY_FLOOR, r->ops, reps, &res[n]);
 
 			if (rc == -EUCLEAN)
 				*failed = true;

@@ -174,11 +174,13 @@ int bench_contend(enum bench_contend_kind kind, unsigned long ops, unsigned reps
 int bench_handoff_2proc(bool wait, unsigned long msgs, struct bench_result *out);
 /*
  * tools/bench_many.c: senders processes, a channel each, to one receiver
- * in asyncpool_channel_recv_any() (issue 52 item 5); ops / 10 items per
+ * in asyncpool_channel_recv_any() (issue 52 item 5), or (floor) one bare
+ * MPSC ring for all, the design not built; ops / 10 items per
  * repetition in all.  0, -EUCLEAN if a buffer did not come back, -EPROTO
  * if a side failed, or -errno.
  */
-int bench_many(unsigned senders, unsigned long ops, unsigned reps, struct bench_result *out);
+int bench_many(unsigned senders, bool floor, unsigned long ops, unsigned reps,
+	       struct bench_result *out);
 
 /*
  * options.c: the options of command argv[0] (the table there), parsed
