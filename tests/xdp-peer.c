@@ -50,6 +50,7 @@ int main(int argc, char **argv)
 			if (i % 32 == 31)
 				usleep(200);    /* veth's queue is 256 frames deep */
 		}
+		close(fd);
 		return 0;
 	}
 	if (!strcmp(argv[1], "count")) {
@@ -75,6 +76,8 @@ int main(int argc, char **argv)
 				got++;
 		}
 		printf("got %lu of %lu\n", got, n);
+		free(seen);
+		close(fd);
 		return 0;
 	}
 	return 2;

@@ -30,6 +30,8 @@
  * cost against the stack.  At the end the medians, their ratio and the
  * difference: the pool's cost per frame.
  *
+ * XDP_BENCH_CACHE=N gives the pool caches of N buffers (0: none);
+ * XDP_BENCH_SINGLE=1 releases lease by lease, not in bulk.
  * XDP_BENCH_ONLY=plain|pool runs one side alone; XDP_BENCH_SPLIT=1
  * prints the pool side's time in asyncpool_xsk_recv() and in
  * asyncpool_release_bulk() a frame.
@@ -247,11 +249,16 @@ static struct result run_pool(double seconds)
 	struct asyncpool_slab *slab;
 	struct result res = { 0 };
 	uint64_t work = 0, t_end, t0, c0, frames = 0;
+	/* XDP_BENCH_CACHE=N: a pool with caches of N (0: none); default asyncpool_create()'s. */
+	struct asyncpool_options po = { .size = sizeof(po),
+					.cache_size = (uint32_t)atoi(getenv("XDP_BENCH_CACHE") ?: "0") };
+	bool single = getenv("XDP_BENCH_SINGLE") != NULL;
 	int rc;
 
 	if (asyncpool_slab_create(&sl, &slab) || asyncpool_proactor_create_memory(&p) ||
 	    asyncpool_proactor_register_slab(p, slab, ASYNCPOOL_ACCESS_READ, &r) ||
-	    asyncpool_create(r, &pool) || asyncpool_xdp_create(pool, NULL, &x))
+	    (getenv("XDP_BENCH_CACHE") ? asyncpool_create_opts(r, &po, &pool) : asyncpool_create(r, &pool)) ||
+	    asyncpool_xdp_create(pool, NULL, &x))
 		exit(1);
 	for (int tries = 0; (rc = asyncpool_xsk_open(x, &so, &s)) == -EBUSY && tries < 2000; tries++)
 		usleep(1000);
@@ -286,7 +293,11 @@ static struct result run_pool(double seconds)
 			for (int i = 0; i < k; i++)
 				touch(asyncpool_span_ptr(l[i].span), (uint32_t)l[i].span.length);
 			t3 = ns_now(CLOCK_MONOTONIC);
-			asyncpool_release_bulk(l, (unsigned int)k);
+			if (single)
+				for (int i = 0; i < k; i++)
+					asyncpool_lease_release(&l[i]);
+			else
+				asyncpool_release_bulk(l, (unsigned int)k);
 			rel_ns += ns_now(CLOCK_MONOTONIC) - t3;
 		} else {
 			for (int i = 0; i < k; i++)
