@@ -175,6 +175,8 @@ static void test_reclaim(void)
 	rc = asyncpool_reclaim(sc.pool);
 	ok(rc >= 0, "reclaim: asyncpool_reclaim (%d)", rc);
 	s = chan_stats(sc.pool);
+	ok(s.channels == 1 && s.capacity == 4, "reclaim: the stats say 1 channel of 4 (%u, %u)",
+	   s.channels, s.capacity);
 	is_int(s.ends, ASYNCPOOL_CHANNEL_SEND, "reclaim: the end of the gone attachment is freed");
 	is_int(s.reclaimed, 2, "reclaim: its two queued buffers were reclaimed (the reclaimed counter)");
 	is_int(s.depth, 0, "reclaim: nothing left queued");
@@ -200,7 +202,7 @@ static void test_open(void)
 
 int main(void)
 {
-	plan(16);
+	plan(17);
 	tap_watchdog(60);
 	test_reclaim();
 	test_open();
