@@ -9,16 +9,19 @@
  * slot is freed, the end word still names it); a second child then
  * attaches, takes the same slot at the next epoch, and stays alive.
  * The old end is dead:
- *   - asyncpool_reclaim() drains its queue back to the pool (the
- *     channel's reclaimed counter says 2) and frees the end;
+ *   - asyncpool_reclaim() frees the end; the two queued stay for the
+ *     next receiver (1.10's rule), or, in a pool created with
+ *     ASYNCPOOL_SHARED_CHANNEL_DROP, go back to the pool (the channel's
+ *     reclaimed counter says 2);
  *   - asyncpool_channel_open() of that end takes it (not -EBUSY), and
- *     the queue comes back too.
+ *     the new receiver gets the two (or, dropped, finds it empty).
  * tests/mutants/chan-end-alive-epoch-ignored, reclaim-end-epoch-ignored.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -108,7 +111,7 @@ static struct asyncpool_channel_stats chan_stats(struct asyncpool *pool)
 }
 
 /* Two queued for a receiver gone with its slot, which a live one reuses. */
-static void scene_make(struct scene *sc, const char *what)
+static void scene_make(struct scene *sc, const char *what, bool drop)
 {
 	struct asyncpool_shared_options o;
 	struct att a1, a2;
@@ -118,6 +121,8 @@ static void scene_make(struct scene *sc, const char *what)
 	shared_options(&o, BS, N);
 	o.channels = 1;
 	o.channel_capacity = 4;
+	if (drop)
+		o.flags |= ASYNCPOOL_SHARED_CHANNEL_DROP;
 	if (asyncpool_shared_create(&o, &sc->sp))
 		bail_out("shared_create");
 	sc->pool = asyncpool_shared_pool(sc->sp);
@@ -165,46 +170,71 @@ static void scene_end(struct scene *sc, const char *what)
 	asyncpool_shared_close(sc->sp);
 }
 
-static void test_reclaim(void)
+static void test_reclaim(bool drop)
 {
+	const char *what = drop ? "reclaim, drop" : "reclaim";
 	struct asyncpool_channel_stats s;
 	struct scene sc;
 	int rc;
 
-	scene_make(&sc, "reclaim");
+	scene_make(&sc, what, drop);
 	rc = asyncpool_reclaim(sc.pool);
-	ok(rc >= 0, "reclaim: asyncpool_reclaim (%d)", rc);
+	ok(rc >= 0, "%s: asyncpool_reclaim (%d)", what, rc);
 	s = chan_stats(sc.pool);
-	ok(s.channels == 1 && s.capacity == 4, "reclaim: the stats say 1 channel of 4 (%u, %u)",
-	   s.channels, s.capacity);
-	is_int(s.ends, ASYNCPOOL_CHANNEL_SEND, "reclaim: the end of the gone attachment is freed");
-	is_int(s.reclaimed, 2, "reclaim: its two queued buffers were reclaimed (the reclaimed counter)");
-	is_int(s.depth, 0, "reclaim: nothing left queued");
-	is_int(asyncpool_available(sc.pool), N, "reclaim: the two are back in the pool");
-	scene_end(&sc, "reclaim");
+	ok(s.channels == 1 && s.capacity == 4, "%s: the stats say 1 channel of 4 (%u, %u)",
+	   what, s.channels, s.capacity);
+	is_int(s.ends, ASYNCPOOL_CHANNEL_SEND, "%s: the end of the gone attachment is freed", what);
+	is_int(s.reclaimed, drop ? 2 : 0, "%s: the reclaimed counter says %d", what, drop ? 2 : 0);
+	is_int(s.depth, drop ? 0 : 2, "%s: %s queued", what, drop ? "nothing left" : "the two stay");
+	is_int(asyncpool_available(sc.pool), drop ? N : N - 2, "%s: %s", what,
+	       drop ? "the two are back in the pool" : "the two are not in the pool");
+	if (!drop) {
+		struct asyncpool_channel *rx = NULL;
+		struct asyncpool_lease l[2];
+
+		is_int(asyncpool_channel_open(sc.pool, 0, ASYNCPOOL_CHANNEL_RECV, &rx), 0,
+		       "%s: the freed end is taken", what);
+		is_int(rx ? asyncpool_channel_recv_leases(rx, l, 2) : 0, 2,
+		       "%s: and the new receiver gets the two", what);
+		if (rx) {
+			asyncpool_lease_release(&l[0]);
+			asyncpool_lease_release(&l[1]);
+			asyncpool_channel_close(rx);
+		}
+	}
+	scene_end(&sc, what);
 }
 
-static void test_open(void)
+static void test_open(bool drop)
 {
+	const char *what = drop ? "open, drop" : "open";
 	struct asyncpool_channel *rx = NULL;
-	struct asyncpool_lease l;
+	struct asyncpool_lease l[3];
 	struct scene sc;
 
-	scene_make(&sc, "open");
+	scene_make(&sc, what, drop);
 	is_int(asyncpool_channel_open(sc.pool, 0, ASYNCPOOL_CHANNEL_RECV, &rx), 0,
-	       "open: the end a gone attachment held is taken, not -EBUSY");
-	is_int(chan_stats(sc.pool).reclaimed, 2, "open: the gone receiver's queue was reclaimed");
-	is_int(rx ? asyncpool_channel_recv(rx, &l) : 0, -EAGAIN, "open: and the new receiver finds it empty");
+	       "%s: the end a gone attachment held is taken, not -EBUSY", what);
+	is_int(chan_stats(sc.pool).reclaimed, drop ? 2 : 0, "%s: the reclaimed counter says %d",
+	       what, drop ? 2 : 0);
+	is_int(rx ? asyncpool_channel_recv_leases(rx, l, 3) : 0, drop ? -EAGAIN : 2,
+	       "%s: and the new receiver %s", what, drop ? "finds it empty" : "gets the two queued");
+	if (!drop) {
+		asyncpool_lease_release(&l[0]);
+		asyncpool_lease_release(&l[1]);
+	}
 	if (rx)
 		asyncpool_channel_close(rx);
-	scene_end(&sc, "open");
+	scene_end(&sc, what);
 }
 
 int main(void)
 {
-	plan(17);
+	plan(36);
 	tap_watchdog(60);
-	test_reclaim();
-	test_open();
+	test_reclaim(false);
+	test_reclaim(true);
+	test_open(false);
+	test_open(true);
 	return done_testing();
 }
