@@ -746,7 +746,7 @@ AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease
 {
 	struct xdp_desc d[XSK_BATCH_MAX];
 	struct asyncpool_xdp *x;
-	unsigned int got = 0, k;
+	unsigned int got = 0, k, taken = 0;
 	uint64_t bad[XSK_BATCH_MAX];
 	unsigned int nbad = 0;
 
@@ -766,7 +766,7 @@ AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease
 			continue;
 		}
 		place_set(x, idx, 0);
-		AP_XCNT_ADD(s->in_fill, -1);
+		taken++;
 		if ((uint64_t)off + d[i].len > x->frame_size || !x->rel_fn) {
 			AP_XCNT_ADD(s->refused_rx, 1); /* our frame, a bad length: back to the pool */
 			bad[nbad++] = x->tok[idx];
@@ -782,6 +782,7 @@ AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease
 		got++;
 	}
 	AP_XCNT_ADD(s->received, got);
+	AP_XCNT_ADD(s->in_fill, -(uint64_t)taken);
 	if (nbad)
 		(void)asyncpool_release_tokens(x->pool, bad, nbad);
 	(void)refill_locked(s, s->fill.size);
