@@ -810,8 +810,8 @@ static unsigned int comp_peek(struct asyncpool_xsk *s, uint64_t *a, unsigned int
 	return k;
 }
 
-/* Under tx_lock: the completion ring's frames back to the pool. */
-static int complete_locked(struct asyncpool_xsk *s)
+/* Under tx_lock: the completion ring's frames back to the pool; kick while any are in flight. */
+static int complete_locked(struct asyncpool_xsk *s, bool kick)
 {
 	struct asyncpool_xdp *x = s->x;
 	uint64_t a[XSK_BATCH_MAX], toks[XSK_BATCH_MAX];
@@ -840,7 +840,7 @@ static int complete_locked(struct asyncpool_xsk *s)
 			break;
 	}
 	/* Copy mode sends a few frames per kick: kick while any wait. */
-	if (AP_XCNT(s->in_tx) && (ring_needs_wakeup(&s->tx) || s->mode == ASYNCPOOL_XSK_MODE_COPY))
+	if (kick && AP_XCNT(s->in_tx) && (ring_needs_wakeup(&s->tx) || s->mode == ASYNCPOOL_XSK_MODE_COPY))
 		xsk_kick(s, true);
 	return (int)total;
 }
@@ -852,7 +852,7 @@ AP_EXPORT int asyncpool_xsk_complete(struct asyncpool_xsk *s)
 	if (!s)
 		return -EINVAL;
 	ap_xlock(&s->tx_lock);
-	rc = complete_locked(s);
+	rc = complete_locked(s, true);
 	ap_xunlock(&s->tx_lock);
 	return rc;
 }
@@ -892,7 +892,7 @@ AP_EXPORT int asyncpool_xsk_send(struct asyncpool_xsk *s, struct asyncpool_lease
 			goto refuse;
 	}
 	ap_xlock(&s->tx_lock);
-	(void)complete_locked(s);
+	(void)complete_locked(s, false);      /* the send kicks */
 	room = ring_prod_free(&s->tx, n);
 	if (room < n) {
 		for (i = room; i < n; i++)
