@@ -746,7 +746,7 @@ AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease
 {
 	struct xdp_desc d[XSK_BATCH_MAX];
 	struct asyncpool_xdp *x;
-	unsigned int got = 0, k;
+	unsigned int got = 0, k, taken = 0;
 	uint64_t bad[XSK_BATCH_MAX];
 	unsigned int nbad = 0;
 
@@ -766,7 +766,7 @@ AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease
 			continue;
 		}
 		place_set(x, idx, 0);
-		AP_XCNT_ADD(s->in_fill, -1);
+		taken++;
 		if ((uint64_t)off + d[i].len > x->frame_size || !x->rel_fn) {
 			AP_XCNT_ADD(s->refused_rx, 1); /* our frame, a bad length: back to the pool */
 			bad[nbad++] = x->tok[idx];
@@ -782,6 +782,7 @@ AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease
 		got++;
 	}
 	AP_XCNT_ADD(s->received, got);
+	AP_XCNT_ADD(s->in_fill, -(uint64_t)taken);
 	if (nbad)
 		(void)asyncpool_release_tokens(x->pool, bad, nbad);
 	(void)refill_locked(s, s->fill.size);
@@ -809,8 +810,8 @@ static unsigned int comp_peek(struct asyncpool_xsk *s, uint64_t *a, unsigned int
 	return k;
 }
 
-/* Under tx_lock: the completion ring's frames back to the pool. */
-static int complete_locked(struct asyncpool_xsk *s)
+/* Under tx_lock: the completion ring's frames back to the pool; kick while any are in flight. */
+static int complete_locked(struct asyncpool_xsk *s, bool kick)
 {
 	struct asyncpool_xdp *x = s->x;
 	uint64_t a[XSK_BATCH_MAX], toks[XSK_BATCH_MAX];
@@ -839,7 +840,7 @@ static int complete_locked(struct asyncpool_xsk *s)
 			break;
 	}
 	/* Copy mode sends a few frames per kick: kick while any wait. */
-	if (AP_XCNT(s->in_tx) && (ring_needs_wakeup(&s->tx) || s->mode == ASYNCPOOL_XSK_MODE_COPY))
+	if (kick && AP_XCNT(s->in_tx) && (ring_needs_wakeup(&s->tx) || s->mode == ASYNCPOOL_XSK_MODE_COPY))
 		xsk_kick(s, true);
 	return (int)total;
 }
@@ -851,7 +852,7 @@ AP_EXPORT int asyncpool_xsk_complete(struct asyncpool_xsk *s)
 	if (!s)
 		return -EINVAL;
 	ap_xlock(&s->tx_lock);
-	rc = complete_locked(s);
+	rc = complete_locked(s, true);
 	ap_xunlock(&s->tx_lock);
 	return rc;
 }
@@ -891,7 +892,7 @@ AP_EXPORT int asyncpool_xsk_send(struct asyncpool_xsk *s, struct asyncpool_lease
 			goto refuse;
 	}
 	ap_xlock(&s->tx_lock);
-	(void)complete_locked(s);
+	(void)complete_locked(s, false);      /* the send kicks */
 	room = ring_prod_free(&s->tx, n);
 	if (room < n) {
 		for (i = room; i < n; i++)
