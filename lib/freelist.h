@@ -58,6 +58,8 @@ enum ap_test_point {
 	AP_TP_CHAN_SEND_PUBLISHED, /* a send published, before it clears its step */
 	AP_TP_CHAN_RECV_TAKEN,  /* a receive took one word, before it moves head */
 	AP_TP_CHAN_DRAIN_CLAIMED, /* a reclaim claimed a channel's buffer, before its push */
+	AP_TP_RECLAIM_CLAIMED,  /* a reclaim claimed a dead holder's buffer, before its push */
+	AP_TP_RECLAIM_PUSHED,   /* a reclaim pushed what it claimed, before it frees the dead slots */
 	AP_TP_COUNT
 };
 #ifdef ASYNCPOOL_TEST_HOOKS
