@@ -87,10 +87,8 @@ int ap_attach(struct asyncpool *pool, int fd)
 							   AP_LOCK_BASE + s, NULL);
 				continue;
 			}
-			/* A step left busy by a process that died outside a pop. */
-			for (uint32_t k = 0; k < AP_STEPS; k++)
-				if (!atomic_load_explicit(&a->step[k].count, memory_order_relaxed))
-					atomic_store_explicit(&a->step[k].busy, 0, memory_order_relaxed);
+			/* (The steps' busy words are not cleared here: nothing
+			 * reads them since 1.2, freelist.c's step_begin.) */
 			atomic_store_explicit(&a->pid, (uint32_t)getpid(), memory_order_relaxed);
 			atomic_store_explicit(&a->pidns, ap_pid_ns(), memory_order_relaxed);
 			atomic_store_explicit(&a->dead_since, 0, memory_order_relaxed);

@@ -108,7 +108,10 @@ static inline bool head_pop(struct ap_pool_head *line, uint64_t *h, uint32_t nex
  * for one pop, whose retries are bounded (AP_MAX_RETRIES): so the wait
  * here is bounded by our own threads' progress, whatever a peer writes,
  * and every pop still records its step (the crash guarantees hold).
- * The layout's busy words are neither written nor read any more.
+ * The layout's busy words are never read; only a reclaim writes them,
+ * 0, into a dead slot's steps (asyncpool-shared(7): "written 0"), and
+ * an attach leaves them as they are (issue 54: its loop that cleared
+ * them was read by nothing).
  */
 static struct ap_step *step_begin(struct ap_freelist *fl)
 {

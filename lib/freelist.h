@@ -62,6 +62,8 @@ enum ap_test_point {
 	AP_TP_CHAN_RECV_FROM,   /* a receive wrote from[], before its CAS of the word */
 	AP_TP_CHAN_REDO_TOKEN,  /* a redelivery wrote its slot, before its CAS of the word */
 	AP_TP_CHAN_REDO_QUEUED, /* a redelivery queued the word, before its publish */
+	AP_TP_RECLAIM_CLAIMED,  /* a reclaim claimed a dead holder's buffer, before its push */
+	AP_TP_RECLAIM_PUSHED,   /* a reclaim pushed what it claimed, before it frees the dead slots */
 	AP_TP_COUNT
 };
 #ifdef ASYNCPOOL_TEST_HOOKS

@@ -563,7 +563,7 @@ int ap_reclaim(struct asyncpool *pool)
 	r.have_snapshot = snapshot(fl, r.reach);
 	for (uint32_t i = 0; i < fl->count; i++) {
 		uint64_t w = ap_state_load(&fl->state[i]);
-		uint32_t h = AP_W_HOLDER(w), s = h - 1;
+		uint32_t h = AP_W_HOLDER(w), s = h - 1, n0 = r.n;
 
 		if (!h || h > AP_ATTACH_SLOTS || !(dead & ((uint64_t)1 << s)))
 			continue;
@@ -595,6 +595,8 @@ int ap_reclaim(struct asyncpool *pool)
 		default:
 			break;
 		}
+		if (r.n != n0)
+			AP_TEST_AT(AP_TP_RECLAIM_CLAIMED);
 	}
 	/* The pops the dead died in. */
 	for (uint32_t s = 0; s < AP_ATTACH_SLOTS; s++) {
@@ -634,6 +636,8 @@ int ap_reclaim(struct asyncpool *pool)
 	rc = ap_fl_push_chain(fl, r.claimed, r.n);
 	if (!rc)
 		rc = (int)r.n;
+	if (r.n)
+		AP_TEST_AT(AP_TP_RECLAIM_PUSHED);
 	/* Free the slots that hold nothing any more (by CAS: a slot a peer
 	 * rewrote meanwhile is left as it is). */
 	for (uint32_t s = 0; s < AP_ATTACH_SLOTS; s++) {

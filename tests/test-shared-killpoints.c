@@ -17,7 +17,10 @@
  * Channels (issue 33): a sender killed in its sends (single and batch)
  * at "send recorded", "send queued" and "send published", a receiver in
  * its receives at "receive taken", and a reclaimer in its drain of a
- * dead receiver's ring at "drain claimed".  Then the parent reclaims and
+ * dead receiver's ring at "drain claimed", and in its reclaim of the
+ * lease that receiver died holding at "reclaim claimed" (a claimed word,
+ * FREE and off the list) and "reclaim pushed" (the dead slot not yet
+ * freed; issue 54).  Then the parent reclaims and
  * receives what the channel still holds: every buffer must be back, none
  * twice (what a dead sender published is delivered, what it queued and
  * did not publish comes back; a dead receiver's ring comes back).
@@ -65,6 +68,7 @@ static const char *const points[AP_TP_COUNT] = {
 	"send recorded", "send queued", "send published", "receive taken", "drain claimed",
 	"send token stored", "receive from[] written", "redelivery slot written",
 	"redelivery queued",
+	"reclaim claimed", "reclaim pushed",
 };
 static const char *const names[AP_TP_COUNT] = {
 	"AP_TP_POP_RECORDED", "AP_TP_POP_CASED", "AP_TP_POP_MARKED",
@@ -72,6 +76,7 @@ static const char *const names[AP_TP_COUNT] = {
 	"AP_TP_CHAN_SEND_RECORDED", "AP_TP_CHAN_SEND_QUEUED", "AP_TP_CHAN_SEND_PUBLISHED",
 	"AP_TP_CHAN_RECV_TAKEN", "AP_TP_CHAN_DRAIN_CLAIMED", "AP_TP_CHAN_SEND_TOKEN",
 	"AP_TP_CHAN_RECV_FROM", "AP_TP_CHAN_REDO_TOKEN", "AP_TP_CHAN_REDO_QUEUED",
+	"AP_TP_RECLAIM_CLAIMED", "AP_TP_RECLAIM_PUSHED",
 };
 static const char *const ops[] = { "single", "cached", "bulk", "cached bulk", "token",
 				   "channel send", "channel receive", "channel drain" };
@@ -261,7 +266,11 @@ static void send_n(struct asyncpool *pool, int n)
 	}
 }
 
-/* A receiver of channel 1 that takes one buffer and dies holding it. */
+/*
+ * A receiver of channel 1 that takes one buffer and dies holding it, and
+ * a second that it released into its cache (CACHED: a reclaim claims it
+ * at once, whatever the reclaimer's quarantine: "reclaim claimed").
+ */
 static void dead_receiver(int fd)
 {
 	int status;
@@ -274,12 +283,14 @@ static void dead_receiver(int fd)
 	if (pid == 0) {
 		struct asyncpool_shared *sp;
 		struct asyncpool_channel *ch;
-		struct asyncpool_lease l;
+		struct asyncpool_lease l, c;
 
 		if (asyncpool_shared_open_fd(fd, &sp) ||
+		    asyncpool_set_cache(asyncpool_shared_pool(sp), 4) ||
 		    asyncpool_channel_open(asyncpool_shared_pool(sp), 1, ASYNCPOOL_CHANNEL_RECV, &ch) ||
-		    asyncpool_channel_recv(ch, &l))
+		    asyncpool_channel_recv(ch, &l) || asyncpool_channel_recv(ch, &c))
 			_exit(2);
+		asyncpool_lease_release(&c);
 		raise(SIGKILL);
 	}
 	if (waitpid(pid, &status, 0) != pid || !WIFSIGNALED(status))
@@ -311,7 +322,9 @@ static void dead_sender(int fd)
 		struct asyncpool_channel *ch;
 		struct asyncpool_lease l;
 
-		if (asyncpool_shared_open_fd(fd, &sp) ||
+		/* No reclaim of its own: what the dead receiver left is the
+		 * draining child's to claim ("reclaim claimed"). */
+		if (asyncpool_shared_open_fd_flags(fd, ASYNCPOOL_SHARED_OPEN_NO_RECLAIM, &sp) ||
 		    asyncpool_channel_open(asyncpool_shared_pool(sp), 0, ASYNCPOOL_CHANNEL_SEND, &ch) ||
 		    asyncpool_acquire(asyncpool_shared_pool(sp), &l))
 			_exit(2);
