@@ -246,7 +246,10 @@ static void test_send(struct asyncpool *pool, struct asyncpool_xsk *s, uint32_t 
 	is_int(got, n, "every lease sent arrived at the peer (%u)", n);
 	asyncpool_xsk_stats(s, &st);
 	is_int(st.in_tx, 0, "none left in the tx or completion ring");
+	is_int(st.sent, n, "each lease put on the tx ring once (sent)");
 	is_int(st.completed, n, "each came back through the completion ring");
+	ok(st.wakeups > 0, "the kernel was kicked to send (%llu wakeups)",
+	   (unsigned long long)st.wakeups);
 	is_int(asyncpool_available(pool), avail, "every sent frame back in the pool");
 	free(seen);
 	close(pk);
@@ -521,7 +524,11 @@ int main(void)
 	is_int(st.mode, ASYNCPOOL_XSK_MODE_COPY, "zero-copy asked on veth: copy mode");
 	is_int(st.zerocopy_error, -EOPNOTSUPP, "zero-copy refused by the kernel: -EOPNOTSUPP");
 	is_int(st.shared_umem, 0, "the first socket owns the UMEM");
+	is_int(st.ifindex, if_nametoindex("vb"), "its interface is vb");
+	is_int(st.queue, 0, "its queue is 0");
+	is_int(st.need_wakeup, 1, "it asks the kernel for wakeups (need_wakeup)");
 	is_int(st.in_fill, RING, "the fill ring full from the start");
+	is_int(st.fill_empty, 0, "no refill found the pool empty");
 	is_int(asyncpool_available(pool), FRAMES - RING, "its frames leased from the pool");
 	ok(asyncpool_xsk_fd(a) >= 0, "its fd");
 	is_int(asyncpool_xsk_open(x, &so, &dup), -EEXIST, "a second socket on vb queue 0: -EEXIST");
