@@ -48,8 +48,10 @@
 
 #include <asyncpool/channel.h>
 
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -75,6 +77,7 @@ struct asyncpool_channel {
 	struct ap_chan_slot *redo;      /* the redelivery ring */
 	struct ap_chan_from *from;      /* from[] of the pool */
 	bool                 drop;      /* AP_POOL_F_CHAN_DROP: no from[] to write */
+	bool                 head_fence; /* receiver: no membarrier(2): head by seq_cst */
 	struct asyncpool    *pool;
 	/* asyncpool_channel_wait_fd(): a thread waits on the wake word. */
 	pthread_mutex_t      lock;
@@ -195,6 +198,13 @@ AP_EXPORT int asyncpool_channel_open(struct asyncpool *pool, uint32_t channel, u
 		atomic_store_explicit(&e->ch->step_n, 0, memory_order_relaxed);
 		e->done = atomic_load_explicit(&e->ch->sent, memory_order_relaxed);
 	} else {
+		/* A sender that waits for room runs membarrier(2) between its
+		 * announcement and its look at head, so that our store of head
+		 * needs no barrier before our look at its word (see
+		 * room_barrier()); this process registers for it (per open:
+		 * a child of fork() opens its end itself). */
+		e->head_fence = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED,
+					0, 0) != 0;
 		e->pos = atomic_load_explicit(&e->ch->head, memory_order_acquire);
 		e->rpos = atomic_load_explicit(&e->ch->rhead, memory_order_acquire);
 		e->done = atomic_load_explicit(&e->ch->received, memory_order_relaxed);
@@ -287,9 +297,14 @@ static int send_run(struct asyncpool_channel *e, const uint64_t *tokens,
 		}
 		/* The item in its slot's line, the token first of the word:
 		 * a reclaim after our death finds in the slot what this step
-		 * may have queued (reclaim.c). */
-		atomic_store_explicit(&s->tag, tag, memory_order_relaxed);
-		atomic_store_explicit(&s->span, span, memory_order_relaxed);
+		 * may have queued (reclaim.c).  A tag or span the slot holds
+		 * already is not stored again: the receiver polls this line,
+		 * and each store would take it back (measured: the two stores
+		 * of the same values cost a streaming send a quarter more). */
+		if (atomic_load_explicit(&s->tag, memory_order_relaxed) != tag)
+			atomic_store_explicit(&s->tag, tag, memory_order_relaxed);
+		if (atomic_load_explicit(&s->span, memory_order_relaxed) != span)
+			atomic_store_explicit(&s->span, span, memory_order_relaxed);
 		atomic_store_explicit(&s->token, t, memory_order_relaxed);
 		AP_TEST_AT(AP_TP_CHAN_SEND_TOKEN);
 		if (!ap_state_send(&e->state[AP_TOKEN_INDEX(t)], e->me, AP_TOKEN_GEN(t), e->c))
@@ -508,8 +523,12 @@ static bool take_ring(struct asyncpool_channel *e, struct ap_chan_slot *ring, ui
 		if (!e->drop) {
 			struct ap_chan_from *f = &e->from[i];
 
-			atomic_store_explicit(&f->tag, tag, memory_order_relaxed);
-			atomic_store_explicit(&f->span, span, memory_order_relaxed);
+			/* Stored only where they change (the line is ours
+			 * but for a reclaim; a store costs its miss). */
+			if (atomic_load_explicit(&f->tag, memory_order_relaxed) != tag)
+				atomic_store_explicit(&f->tag, tag, memory_order_relaxed);
+			if (atomic_load_explicit(&f->span, memory_order_relaxed) != span)
+				atomic_store_explicit(&f->span, span, memory_order_relaxed);
 			atomic_store_explicit(&f->chan_gen, AP_FROM_MAKE(e->c, ap_gen_next(gt)),
 					      memory_order_release);
 			AP_TEST_AT(AP_TP_CHAN_RECV_FROM);
@@ -563,9 +582,14 @@ static int recv_run(struct asyncpool_channel *e, struct recv_out *o)
 	if (o->spans)
 		atomic_fetch_add_explicit(&e->ch->bad_spans, o->spans, memory_order_relaxed);
 	if (moved) {
-		/* seq_cst: the look at the sender's wake word comes after
-		 * (wait_word.h), as the send's publish does. */
-		atomic_store_explicit(&e->ch->head, e->pos, memory_order_seq_cst);
+		/* The look at the sender's wake word after the store of head:
+		 * a waiting sender's membarrier(2) orders them (room_barrier);
+		 * without it, a full barrier here (measured: the seq_cst store
+		 * stalls a streaming receive on the line the sender reads). */
+		if (__builtin_expect(e->head_fence, 0))
+			atomic_store_explicit(&e->ch->head, e->pos, memory_order_seq_cst);
+		else
+			atomic_store_explicit(&e->ch->head, e->pos, memory_order_release);
 		ap_word_wake(&e->ch->room, true);
 	}
 	if (o->got) {
@@ -675,6 +699,23 @@ static int peer_gone(struct asyncpool_channel *e, uint64_t *first, bool start)
 }
 
 /*
+ * A sender about to sleep for room, announced on the room word: a full
+ * barrier on every CPU that runs a registered receiver, so that the
+ * receiver's store of head is visible to our look after this, or its
+ * look at the room word after its store sees our announcement (the
+ * asymmetric Dekker pair of pool_bypass.c, across processes).  false if
+ * membarrier(2) is refused (a seccomp filter): then the caller sleeps
+ * in short slices.
+ */
+static bool room_barrier(void)
+{
+	return syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0;
+}
+
+/* Without room_barrier(), a sender looks again this often (ns). */
+#define ROOM_SLICE_NS 1000000
+
+/*
  * The wait of both ends: try() until it does not say -EAGAIN, sleeping
  * on word between looks, in slices (a peer that dies wakes nobody).
  * The SA_RESTART rule of asyncpool_acquire_wait(3).
@@ -700,9 +741,13 @@ static int wait_loop(struct asyncpool_channel *e, _Atomic uint32_t *word, int64_
 		return rc;
 	for (;;) {
 		uint32_t v = ap_word_announce(word);
+		bool short_slice = false;
+		const struct timespec *until;
 
 		/* The announcement before the look (pool_wait.h). */
 		atomic_thread_fence(memory_order_seq_cst);
+		if (e->send)
+			short_slice = !room_barrier();
 		rc = try(e, arg);
 		if (rc != -EAGAIN)
 			return rc;
@@ -720,9 +765,11 @@ static int wait_loop(struct asyncpool_channel *e, _Atomic uint32_t *word, int64_
 			(void)ap_reclaim_auto(e->pool);
 		/* Sliced: a peer that dies wakes nobody, and a peer may
 		 * rewrite the word; the look after each slice is bounded. */
-		if (ap_futex_wait(word, v,
-				  ap_sleep_until(true, timeout_ns > 0 ? &deadline : NULL, &slice),
-				  true) == -EINTR && !(restart && ap_handlers_restart()))
+		until = ap_sleep_until(true, timeout_ns > 0 ? &deadline : NULL, &slice);
+		if (short_slice && until == &slice)
+			ap_deadline_after(ROOM_SLICE_NS, &slice);
+		if (ap_futex_wait(word, v, until, true) == -EINTR &&
+		    !(restart && ap_handlers_restart()))
 			interrupted = true;     /* one more look, then -EINTR */
 	}
 }
@@ -814,7 +861,8 @@ AP_EXPORT int asyncpool_channel_prep_send_wait(struct asyncpool_channel *e,
 		return -EINVAL;
 	v = ap_word_announce(&e->ch->room);
 	atomic_thread_fence(memory_order_seq_cst);
-	if (sendable(e))
+	/* Refused (seccomp), a receive may not wake it: completes at once. */
+	if (!room_barrier() || sendable(e))
 		v &= ~AP_WAIT_WAITERS;
 	return ap_prep_futex_wait(sqe, &e->ch->room, v, true);
 }
@@ -834,12 +882,19 @@ static void *waker_main(void *arg)
 	for (;;) {
 		uint32_t v = ap_word_announce(word);
 
+		bool short_slice = false;
+
 		atomic_thread_fence(memory_order_seq_cst);
+		if (e->send)
+			short_slice = !room_barrier();
 		if (atomic_load_explicit(&e->wait_stop, memory_order_acquire))
 			break;
 		if (e->send ? sendable(e) : receivable(e))
 			(void)eventfd_write(e->wait_fd, 1);
-		(void)ap_futex_wait(word, v, ap_sleep_until(true, NULL, &slice), true);
+		(void)ap_sleep_until(true, NULL, &slice);
+		if (short_slice)
+			ap_deadline_after(ROOM_SLICE_NS, &slice);
+		(void)ap_futex_wait(word, v, &slice, true);
 	}
 	return NULL;
 }

@@ -259,14 +259,20 @@ static void scribble_head(void *base)
 	}
 }
 
-/* A channel's every field: ends, step, head, wake word, slots, counters. */
+/*
+ * A channel's every field: ends, step, head, wake words, slots (their
+ * tag and span too), the redelivery ring and its head, counters, and
+ * the pool's from[] records (layout 5).
+ */
 static void scribble_chan(void *base)
 {
 	struct ap_chan *ch = ap_chan_in(base, N, CHANS, CAP, (uint32_t)(rnd() % CHANS));
 	struct ap_chan_slot *sl = &ap_chan_slots(ch)[rnd() % CAP];
-	uint64_t h = atomic_load(&ch->head);
+	struct ap_chan_slot *rs = &ap_chan_redo(ch, CAP)[rnd() % CAP];
+	struct ap_chan_from *f = &ap_chan_from_in(base, N, CHANS, CAP)[rnd() % N];
+	uint64_t h = atomic_load(&ch->head), rh = atomic_load(&ch->rhead);
 
-	switch (rnd() % 8) {
+	switch (rnd() % 14) {
 	case 0:
 		atomic_store(rnd() % 2 ? &ch->send_end : &ch->recv_end,
 			     rnd() % 3 == 0 ? 0 : rnd() % 2 ? rnd() :
@@ -297,6 +303,35 @@ static void scribble_chan(void *base)
 		atomic_store(layout_state_at(base, N, (uint32_t)(rnd() % N)),
 			     ap_queued_word((uint32_t)(rnd() % (CHANS + 1)), (uint32_t)rnd()));
 		break;
+	case 7:         /* a span: inside, at the edge, past it, anything */
+		atomic_store(&sl->span, rnd() % 2 ? AP_SPAN_MAKE(rnd() % (BS + 2), rnd() % (BS + 2))
+						  : rnd());
+		break;
+	case 8:
+		atomic_store(&sl->tag, rnd());
+		break;
+	case 9:         /* the redelivery ring: a lap, a token */
+		if (rnd() % 2)
+			atomic_store(&rs->seq, rnd() % 4 ? rh + rnd() % (2 * CAP) : rnd());
+		else
+			atomic_store(&rs->token, rnd() % 2 ? ((uint64_t)(uint32_t)rnd() << 32) |
+							     adv_index() : rnd());
+		break;
+	case 10:
+		atomic_store(&ch->rhead, rnd() % 2 ? rh + rnd() % 3 - 1 : rnd());
+		break;
+	case 11:
+		atomic_store(&ch->room, (uint32_t)rnd());
+		break;
+	case 12: {      /* a from[] record: a real channel at the word's generation, or not */
+		uint32_t i = (uint32_t)(f - ap_chan_from_in(base, N, CHANS, CAP));
+		uint64_t w = atomic_load(layout_state_at(base, N, i));
+
+		atomic_store(&f->chan_gen, rnd() % 2 ? AP_FROM_MAKE(rnd() % (CHANS + 1), AP_W_GEN(w))
+						     : rnd());
+		atomic_store(&f->span, rnd() % 2 ? AP_SPAN_MAKE(0, BS) : rnd());
+		break;
+	}
 	default:
 		atomic_store(rnd() % 2 ? &ch->corruptions : &ch->sent, rnd());
 		break;
@@ -651,7 +686,8 @@ static void victim(int fd, long iterations, int round)
 			begin(c, 0);
 			(void)asyncpool_channel_stats(vp, (uint32_t)(rnd() % (CHANS + 1)), &s);
 			end(c);
-			if (s.depth > CAP)
+			/* depth counts both rings since 1.10: each at most CAP. */
+			if (s.queued_redelivered > CAP || s.depth - s.queued_redelivered > CAP)
 				atomic_fetch_add(&W->outside, 1);
 			break;
 		}
