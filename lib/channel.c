@@ -627,37 +627,34 @@ AP_EXPORT int asyncpool_channel_recv_tokens(struct asyncpool_channel *e, uint64_
 	return recv_into(e, OUT_TOKENS, tokens, max);
 }
 
-AP_EXPORT int asyncpool_channel_recv_leases(struct asyncpool_channel *e,
-					    struct asyncpool_lease *out, uint32_t max)
+/* The array calls: out[0 .. max-1] of each bytes zeroed first, even on -EINVAL. */
+static int recv_array(struct asyncpool_channel *e, enum out_kind kind, void *out, size_t each,
+		      uint32_t max)
 {
 	if (!out || !max)
 		return -EINVAL;
-	memset(out, 0, (size_t)max * sizeof(*out));
+	memset(out, 0, (size_t)max * each);
 	if (!e || e->send)
 		return -EINVAL;
-	return recv_into(e, OUT_LEASES, out, max);
+	return recv_into(e, kind, out, max);
+}
+
+AP_EXPORT int asyncpool_channel_recv_leases(struct asyncpool_channel *e,
+					    struct asyncpool_lease *out, uint32_t max)
+{
+	return recv_array(e, OUT_LEASES, out, sizeof(*out), max);
 }
 
 AP_EXPORT int asyncpool_channel_recv_items(struct asyncpool_channel *e,
 					   struct asyncpool_channel_item *items, uint32_t max)
 {
-	if (!items || !max)
-		return -EINVAL;
-	memset(items, 0, (size_t)max * sizeof(*items));
-	if (!e || e->send)
-		return -EINVAL;
-	return recv_into(e, OUT_ITEMS, items, max);
+	return recv_array(e, OUT_ITEMS, items, sizeof(*items), max);
 }
 
 AP_EXPORT int asyncpool_channel_recv_entries(struct asyncpool_channel *e,
 					     struct asyncpool_channel_entry *entries, uint32_t max)
 {
-	if (!entries || !max)
-		return -EINVAL;
-	memset(entries, 0, (size_t)max * sizeof(*entries));
-	if (!e || e->send)
-		return -EINVAL;
-	return recv_into(e, OUT_ENTRIES, entries, max);
+	return recv_array(e, OUT_ENTRIES, entries, sizeof(*entries), max);
 }
 
 /* ---- waits ---- */
