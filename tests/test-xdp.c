@@ -364,6 +364,13 @@ static void test_bad_sends(struct asyncpool *pool, struct asyncpool_xsk *s)
 	if (asyncpool_acquire(op, &other))
 		bail_out("acquire");
 	other.span.length = 60;
+	/* Our own frame's lease, not in any ring, named by another region:
+	 * refused by its region alone, whatever else of it matches. */
+	two[0] = l;
+	two[0].span.region = other.span.region;
+	is_int(asyncpool_xsk_send(s, two, 1), -EINVAL,
+	       "send: our frame's lease under another region: -EINVAL");
+	ok(two[0].span.region == other.span.region, "the refused lease unchanged");
 	two[0] = l;
 	two[1] = other;
 	is_int(asyncpool_xsk_send(s, two, 2), -EINVAL, "send: a lease of another region: -EINVAL");
