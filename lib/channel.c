@@ -668,12 +668,26 @@ static bool receivable(struct asyncpool_channel *e)
 				 atomic_load_explicit(&e->ch->rhead, memory_order_acquire));
 }
 
-/* Room for one more send (any thread of the sender may ask). */
+/* Room for one more send (the sending thread asks: it reads our pos). */
 static bool sendable(struct asyncpool_channel *e)
 {
 	uint64_t h = atomic_load_explicit(&e->ch->head, memory_order_acquire);
 
 	return e->pos - h < e->cap;
+}
+
+/*
+ * The same from the shared ring alone, for the wait fd's thread, which
+ * must not read the sender's pos while the sender writes it: positions
+ * are published in order from head, so the ring is full exactly when
+ * head + capacity - 1 is.  A send in flight may make it say room a
+ * moment early: the fd's readiness is a hint, and the send says -EAGAIN.
+ */
+static bool sendable_shared(struct asyncpool_channel *e)
+{
+	uint64_t h = atomic_load_explicit(&e->ch->head, memory_order_acquire);
+
+	return !ap_chan_published(e->ch, e->mask, h + e->cap - 1);
 }
 
 /*
@@ -886,7 +900,7 @@ static void *waker_main(void *arg)
 			short_slice = !room_barrier();
 		if (atomic_load_explicit(&e->wait_stop, memory_order_acquire))
 			break;
-		if (e->send ? sendable(e) : receivable(e))
+		if (e->send ? sendable_shared(e) : receivable(e))
 			(void)eventfd_write(e->wait_fd, 1);
 		(void)ap_sleep_until(true, NULL, &slice);
 		if (short_slice)
