@@ -8,7 +8,7 @@
  * was compiled for and takes the exported call when they differ.  A
  * program built against this header therefore keeps working, through
  * the exported calls, with a later library whose layout differs
- * (libasyncpool(7), "The inline fast paths").
+ * (asyncpool-inline(7)).
  *
  * Nothing here is for a program to call or read directly: use the
  * functions of pool.h and span.h.  Define ASYNCPOOL_NO_INLINE before
