@@ -458,6 +458,63 @@ static void sleep_ms(long ms)
 }
 
 /* After delay_ms, receive one item and release it. */
+/* Run asyncpool inspect (args: "" or "--json ") on sp into out. */
+static void inspect(struct asyncpool_shared *sp, const char *args, char *out, size_t size)
+{
+	const char *top = getenv("top_builddir");
+	char cmd[512];
+	size_t n;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "%s/tools/asyncpool inspect %s/proc/%ld/fd/%d",
+		 top ? top : ".", args, (long)getpid(), asyncpool_shared_fd(sp));
+	f = popen(cmd, "r");
+	n = f ? fread(out, 1, size - 1, f) : 0;
+	out[n] = 0;
+	if (f)
+		pclose(f);
+}
+
+/* asyncpool inspect shows what waits in a channel's redelivery ring (1.11). */
+static void test_inspect_redo(void)
+{
+	struct asyncpool_shared *sp = make(0);
+	struct asyncpool *pool = asyncpool_shared_pool(sp);
+	struct asyncpool_channel *s, *r;
+	struct asyncpool_channel_item it[N];
+	char out[8192];
+	int rc;
+
+	if (asyncpool_set_quarantine(pool, QMS))
+		bail_out("quarantine");
+	s = open_end(pool, 0, ASYNCPOOL_CHANNEL_SEND);
+	for (unsigned i = 0; i < J + 1; i++)
+		send_item_i(pool, s, i);
+	receiver_dies_holding(sp, J);
+	(void)asyncpool_reclaim(pool);  /* sees the death: the quarantine starts */
+	sleep_ms(QMS + 20);
+	rc = asyncpool_reclaim(pool);
+	ok(rc >= 0, "inspect: a reclaim after the quarantine (%d to the freelist)", rc);
+	inspect(sp, "", out, sizeof(out));
+	ok(strstr(out, " reclaimed 0 redelivery 3 redelivered 3 bad_spans 0") != NULL,
+	   "inspect: channel 0's redelivery ring holds the 3 held, redelivered 3");
+	inspect(sp, "--json ", out, sizeof(out));
+	ok(strstr(out, "\"in_flight\":0,\"redelivery_depth\":3,\"redelivered\":3,"
+		       "\"bad_spans\":0}") != NULL,
+	   "inspect --json: the same");
+	r = open_end(pool, 0, ASYNCPOOL_CHANNEL_RECV);
+	is_int(asyncpool_channel_recv_items(r, it, N), J + 1, "  the receiver takes the 3 and the 1");
+	for (unsigned k = 0; k < J + 1; k++)
+		asyncpool_lease_release(&it[k].lease);
+	inspect(sp, "", out, sizeof(out));
+	ok(strstr(out, " redelivery 0 redelivered 3 bad_spans 0") != NULL,
+	   "inspect: the redelivery ring empty again");
+	is_int(asyncpool_available(pool), N, "  every buffer back");
+	asyncpool_channel_close(r);
+	asyncpool_channel_close(s);
+	asyncpool_shared_close(sp);
+}
+
 static void *recv_later(void *arg)
 {
 	struct later *w = arg;
@@ -757,6 +814,7 @@ int main(void)
 	test_send_wait();
 	test_recv_woken();
 	test_epipe();
+	test_inspect_redo();
 #ifdef HAVE_LIBURING
 	test_prep_send_wait();
 #endif
