@@ -9,7 +9,9 @@
  * Send (one sender at a time, positions p .. p+n-1):
  *   1. room: p - head < capacity, head as last read (read again only
  *      when the ring looks full): else -EAGAIN, nothing changed
- *   2. step: step_pos = p, step_n = n               (the sender's line)
+ *   2. n > 1: the call's slot lines asked for writing (prefetchw), so
+ *      that their misses overlap; step: step_pos = p, step_n = n
+ *                                                    (the sender's line)
  *   3. per buffer: its tag, span and token into the slot, then CAS its
  *      word LEASED(me, g) -> QUEUED(c, g)            (the word's line)
  *   4. publish: each slot's seq = position + 1, in order (the slot's line)
