@@ -211,6 +211,55 @@ static void test_restart(void)
 	asyncpool_shared_close(sp);
 }
 
+/*
+ * The same restart with the new receiver in asyncpool_channel_recv_any()
+ * over channel 1's end and channel 0's: that wait runs the reclaim too
+ * (1.11; before, the held items waited for somebody else's reclaim).
+ */
+static void test_restart_any(void)
+{
+	struct asyncpool_shared *sp = make(0);
+	struct asyncpool *pool = asyncpool_shared_pool(sp);
+	struct asyncpool_channel *s, *r[2];
+	struct asyncpool_channel_item it[N];
+	unsigned seen[J] = { 0 };
+	bool whole = true, flags_ok = true;
+	int got = 0;
+
+	if (asyncpool_set_quarantine(pool, QMS))
+		bail_out("quarantine");
+	s = open_end(pool, 0, ASYNCPOOL_CHANNEL_SEND);
+	for (unsigned i = 0; i < J; i++)
+		send_item_i(pool, s, i);
+	receiver_dies_holding(sp, J);
+	r[0] = open_end(pool, 1, ASYNCPOOL_CHANNEL_RECV);
+	r[1] = open_end(pool, 0, ASYNCPOOL_CHANNEL_RECV);
+	is_int(asyncpool_channel_recv_any(r, 2, &it[0], 0), -ETIMEDOUT,
+	       "restart, recv_any: the %d held, not before the quarantine", J);
+	for (unsigned k = 0; k < J; k++) {
+		got = asyncpool_channel_recv_any(r, 2, &it[k], 10000000000);
+		if (got != 1)
+			break;
+	}
+	is_int(got, 1, "  then the %d held come back through recv_any, from end 1 (channel 0)", J);
+	for (unsigned k = 0; k < J && got == 1; k++) {
+		unsigned i = (unsigned)(it[k].tag - TAG0);
+
+		if (i < J)
+			seen[i]++;
+		whole &= i < J && item_is(&it[k], i);
+		flags_ok &= it[k].flags == ASYNCPOOL_CHANNEL_REDELIVERED;
+		asyncpool_lease_release(&it[k].lease);
+	}
+	ok(whole && flags_ok && seen[0] == 1 && seen[1] == 1 && seen[2] == 1,
+	   "  each once, whole, flagged ASYNCPOOL_CHANNEL_REDELIVERED");
+	is_int(asyncpool_available(pool), N, "  every buffer back");
+	asyncpool_channel_close(r[0]);
+	asyncpool_channel_close(r[1]);
+	asyncpool_channel_close(s);
+	asyncpool_shared_close(sp);
+}
+
 /* ASYNCPOOL_SHARED_CHANNEL_DROP: 1.4's rule. */
 static void test_drop(void)
 {
@@ -409,6 +458,63 @@ static void sleep_ms(long ms)
 }
 
 /* After delay_ms, receive one item and release it. */
+/* Run asyncpool inspect (args: "" or "--json ") on sp into out. */
+static void inspect(struct asyncpool_shared *sp, const char *args, char *out, size_t size)
+{
+	const char *top = getenv("top_builddir");
+	char cmd[512];
+	size_t n;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "%s/tools/asyncpool inspect %s/proc/%ld/fd/%d",
+		 top ? top : ".", args, (long)getpid(), asyncpool_shared_fd(sp));
+	f = popen(cmd, "r");
+	n = f ? fread(out, 1, size - 1, f) : 0;
+	out[n] = 0;
+	if (f)
+		pclose(f);
+}
+
+/* asyncpool inspect shows what waits in a channel's redelivery ring (1.11). */
+static void test_inspect_redo(void)
+{
+	struct asyncpool_shared *sp = make(0);
+	struct asyncpool *pool = asyncpool_shared_pool(sp);
+	struct asyncpool_channel *s, *r;
+	struct asyncpool_channel_item it[N];
+	char out[8192];
+	int rc;
+
+	if (asyncpool_set_quarantine(pool, QMS))
+		bail_out("quarantine");
+	s = open_end(pool, 0, ASYNCPOOL_CHANNEL_SEND);
+	for (unsigned i = 0; i < J + 1; i++)
+		send_item_i(pool, s, i);
+	receiver_dies_holding(sp, J);
+	(void)asyncpool_reclaim(pool);  /* sees the death: the quarantine starts */
+	sleep_ms(QMS + 20);
+	rc = asyncpool_reclaim(pool);
+	ok(rc >= 0, "inspect: a reclaim after the quarantine (%d to the freelist)", rc);
+	inspect(sp, "", out, sizeof(out));
+	ok(strstr(out, " reclaimed 0 redelivery 3 redelivered 3 bad_spans 0") != NULL,
+	   "inspect: channel 0's redelivery ring holds the 3 held, redelivered 3");
+	inspect(sp, "--json ", out, sizeof(out));
+	ok(strstr(out, "\"in_flight\":0,\"redelivery_depth\":3,\"redelivered\":3,"
+		       "\"bad_spans\":0}") != NULL,
+	   "inspect --json: the same");
+	r = open_end(pool, 0, ASYNCPOOL_CHANNEL_RECV);
+	is_int(asyncpool_channel_recv_items(r, it, N), J + 1, "  the receiver takes the 3 and the 1");
+	for (unsigned k = 0; k < J + 1; k++)
+		asyncpool_lease_release(&it[k].lease);
+	inspect(sp, "", out, sizeof(out));
+	ok(strstr(out, " redelivery 0 redelivered 3 bad_spans 0") != NULL,
+	   "inspect: the redelivery ring empty again");
+	is_int(asyncpool_available(pool), N, "  every buffer back");
+	asyncpool_channel_close(r);
+	asyncpool_channel_close(s);
+	asyncpool_shared_close(sp);
+}
+
 static void *recv_later(void *arg)
 {
 	struct later *w = arg;
@@ -701,12 +807,14 @@ int main(void)
 {
 	tap_watchdog(240);
 	test_restart();
+	test_restart_any();
 	test_drop();
 	test_spans();
 	test_bad_input();
 	test_send_wait();
 	test_recv_woken();
 	test_epipe();
+	test_inspect_redo();
 #ifdef HAVE_LIBURING
 	test_prep_send_wait();
 #endif

@@ -71,7 +71,7 @@ if ! command -v spin > /dev/null 2>&1; then
 fi
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..120"
+echo "1..122"
 t=0
 
 # verify NAME MODEL DEFINES: build pan in its own directory and run it.
@@ -281,7 +281,7 @@ fails owner-orphanout owner.pml "-DEXIT -DNO_ORPHAN_OUT" "(out\[j\]==0)" \
 	"owner, orphan CAS not counting out" "spin finds out[] left at 1"
 opt=-O1
 
-# 87-118: channels (issues 33, 52, tests/model/channel.pml): the protocol
+# 87-120: channels (issues 33, 52, tests/model/channel.pml): the protocol
 # holds with deaths at every step, a racing copy of the sender's lease,
 # or a forged entry; each broken step gives its counterexample.
 opt=-O1
@@ -306,6 +306,9 @@ fails chan-trust channel.pml "-DFORGE -DTRUST_HINT" "(held\\[b\\]==6)" \
 	"channel, a receiver that trusts the token" "spin finds the sender's lease taken"
 fails chan-plainsend channel.pml "-DCOPY -DPLAIN_SEND" " !(onlist\\[b\\])" \
 	"channel, a send without its CAS" "spin finds the buffer queued and on the freelist"
+fails chan-plainrecv channel.pml "-DFORGE -DPLAIN_RECV" "(held\\[b\\]==6)" \
+	"channel, the receive as a checked plain store (issue 53)" \
+	"spin finds a forged entry taken while the reclaim gives the dead sender's word back"
 fails chan-noredo channel.pml -DNO_REDO "$item" \
 	"channel, a dead receiver's held buffer to the freelist" "spin finds the item lost"
 fails chan-fromafter channel.pml -DFROM_AFTER "$item" \

@@ -75,11 +75,13 @@ struct end_view {
 	const char *state;              /* "free", "alive", "dead", "unknown", "bad" */
 };
 
-/* A channel (layout version 4). */
+/* A channel (layout version 5). */
 struct chan_view {
 	uint32_t depth, step_n;
 	struct end_view send, recv;
 	uint64_t sent, received, full, corruptions, reclaimed;
+	uint32_t redo_depth;            /* the redelivery ring (layout 5): items queued */
+	uint64_t redelivered, bad_spans;
 };
 
 /* How far the reading got. */
@@ -209,6 +211,11 @@ static void read_channels(struct inspection *in, const unsigned char *mem, int f
 		v->full = load64((const void *)&ch->full);
 		v->corruptions = load64((const void *)&ch->corruptions);
 		v->reclaimed = load64((const void *)&ch->reclaimed);
+		v->redo_depth = ap_ring_depth(ap_chan_redo(ch, h->channel_capacity),
+					      h->channel_capacity,
+					      load64((const void *)&ch->rhead));
+		v->redelivered = load64((const void *)&ch->redelivered);
+		v->bad_spans = load64((const void *)&ch->bad_spans);
 	}
 	in->nchan = h->channel_count;
 }
@@ -404,6 +411,8 @@ static void print_text(const struct inspection *in)
 		printf(" sent %" PRIu64 " received %" PRIu64 " full %" PRIu64 " corruptions %" PRIu64
 		       " reclaimed %" PRIu64, v->sent, v->received, v->full, v->corruptions,
 		       v->reclaimed);
+		printf(" redelivery %" PRIu32 " redelivered %" PRIu64 " bad_spans %" PRIu64,
+		       v->redo_depth, v->redelivered, v->bad_spans);
 		if (v->step_n)
 			printf(" send in flight %" PRIu32, v->step_n);
 		printf("\n");
@@ -508,8 +517,10 @@ static void print_json(const struct inspection *in)
 			}
 			printf(",\"sent\":%" PRIu64 ",\"received\":%" PRIu64 ",\"full\":%" PRIu64
 			       ",\"corruptions\":%" PRIu64 ",\"reclaimed\":%" PRIu64
-			       ",\"in_flight\":%" PRIu32 "}", cv->sent, cv->received, cv->full,
-			       cv->corruptions, cv->reclaimed, cv->step_n);
+			       ",\"in_flight\":%" PRIu32 ",\"redelivery_depth\":%" PRIu32
+			       ",\"redelivered\":%" PRIu64 ",\"bad_spans\":%" PRIu64 "}", cv->sent,
+			       cv->received, cv->full, cv->corruptions, cv->reclaimed, cv->step_n,
+			       cv->redo_depth, cv->redelivered, cv->bad_spans);
 		}
 		printf("]");
 		printf(",\"attachments\":[");

@@ -1541,9 +1541,24 @@ static struct asyncpool *ch_pool;
  * that uses it, so a forked side must not use a copy that its parent, or
  * an earlier side, left behind (asyncpool_channel_open(3)).
  */
+static pid_t ch_pid;             /* the process that created ch_sp */
 static struct asyncpool_channel *ch_end(uint32_t c, uint32_t end)
 {
 	struct asyncpool_channel *e;
+	/* A forked side opens the pool itself (since 1.10 an end opened
+	 * with an inherited handle is -ECHILD: asyncpool_channel_open(3)). */
+	if (getpid() != ch_pid) {
+		struct asyncpool_shared_open_options o;
+		struct asyncpool_shared *sp;
+		memset(&o, 0, sizeof(o));
+		o.size = sizeof(o);
+		o.fd = asyncpool_shared_fd(ch_sp);
+		if (asyncpool_shared_open(&o, &sp)) die("asyncpool_shared_open");
+		ch_sp = sp;
+		ch_pool = asyncpool_shared_pool(sp);
+		if (asyncpool_set_cache(ch_pool, 256)) die("asyncpool_set_cache");
+		ch_pid = getpid();
+	}
 	if (asyncpool_channel_open(ch_pool, c, end, &e)) die("asyncpool_channel_open");
 	return e;
 }
@@ -1560,6 +1575,7 @@ static int ch_setup(void)
 		o.channels = 2;
 		o.channel_capacity = CH_CAP;
 		if (asyncpool_shared_create(&o, &ch_sp)) return -1;
+		ch_pid = getpid();
 		ch_pool = asyncpool_shared_pool(ch_sp);
 		if (asyncpool_set_cache(ch_pool, 256)) return -1;
 	}

@@ -83,6 +83,12 @@
  *                    on the freelist.
  *   -DBY_INDEX       the dead sender's step is matched against the ring
  *                    by buffer index alone (the first cut of reclaim.c).
+ *   -DFORGE -DPLAIN_RECV  the receive as a checked plain store (the word
+ *                    read, then LEASED stored: issue 53 item 4): a forged
+ *                    entry naming a dead sender's unpublished QUEUED
+ *                    word, taken while the reclaim gives that word
+ *                    back: two holders.  The reclaim does not lock a
+ *                    live receiver out, so the receive keeps its CAS.
  * -DFORGE and -DCOPY alone hold: the word decides.
  */
 #define NB     2
@@ -258,6 +264,19 @@ proctype Receiver(byte me) {
 		fromg[b] = g + 1;
 		rxcrash;
 #endif
+#ifdef PLAIN_RECV
+		/* The receive as a checked plain store: the word read, then
+		 * stored, two steps (issue 53 item 4's proposal). */
+		ok = kind[b] == QUEUED && gen[b] == g;
+		if
+		:: ok ->
+			atomic {
+				assert(held[b] == INCH);
+				kind[b] = LEASED; holder[b] = me; gen[b] = g + 1; held[b] = me
+			}
+		:: else -> skip
+		fi;
+#else
 		atomic {
 #ifdef TRUST_HINT
 			ok = true;
@@ -271,6 +290,7 @@ proctype Receiver(byte me) {
 			:: else -> skip
 			fi
 		}
+#endif
 		rxcrash;
 #ifdef FROM_AFTER
 		if
