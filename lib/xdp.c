@@ -46,6 +46,7 @@
 #ifdef ASYNCPOOL_TEST_HOOKS
 unsigned int (*ap_xdp_test_rx)(struct asyncpool_xsk *s, struct xdp_desc *d, unsigned int n);
 unsigned int (*ap_xdp_test_comp)(struct asyncpool_xsk *s, uint64_t *addr, unsigned int n);
+void (*ap_xdp_test_hook_point)(enum ap_xdp_point p);
 #endif
 
 #ifdef HAVE_XDP
@@ -688,6 +689,7 @@ static int refill_locked(struct asyncpool_xsk *s, unsigned int max)
 		}
 		if (rc < 0)
 			return done ? (int)done : rc;
+		AP_XDP_KILL_AT(AP_XTP_FILL_LEASED);
 		at = s->fill.cached_prod;
 		for (uint32_t i = 0; i < n; i++) {
 			uint32_t idx = (uint32_t)toks[i];
@@ -696,6 +698,7 @@ static int refill_locked(struct asyncpool_xsk *s, unsigned int max)
 			place_set(x, idx, AP_XP_MAKE(AP_XP_FILL, s->slot));
 			ring[(at + i) & s->fill.mask] = (uint64_t)idx << x->frame_shift;
 		}
+		AP_XDP_KILL_AT(AP_XTP_FILL_WRITTEN);
 		ring_prod_submit(&s->fill, n);
 		AP_XCNT_ADD(s->in_fill, n);
 		done += n;
@@ -757,6 +760,8 @@ AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease
 		n = XSK_BATCH_MAX;
 	ap_xlock(&s->rx_lock);
 	k = rx_peek(s, d, n);
+	if (k)
+		AP_XDP_KILL_AT(AP_XTP_RX_TAKEN);
 	for (unsigned int i = 0; i < k; i++) {
 		uint32_t idx, off;
 
@@ -780,6 +785,7 @@ AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease
 		leases[got].buffer_index = idx;
 		leases[got].generation = (uint32_t)(x->tok[idx] >> 32);
 		got++;
+		AP_XDP_KILL_AT(AP_XTP_RX_LEASED);
 	}
 	AP_XCNT_ADD(s->received, got);
 	AP_XCNT_ADD(s->in_fill, -(uint64_t)taken);
@@ -820,6 +826,8 @@ static int complete_locked(struct asyncpool_xsk *s, bool kick)
 	for (unsigned int round = 0; round <= s->comp.size / XSK_BATCH_MAX; round++) {
 		unsigned int k = comp_peek(s, a, XSK_BATCH_MAX), n = 0;
 
+		if (k)
+			AP_XDP_KILL_AT(AP_XTP_COMP_TAKEN);
 		for (unsigned int i = 0; i < k; i++) {
 			uint32_t idx, off;
 
@@ -831,8 +839,10 @@ static int complete_locked(struct asyncpool_xsk *s, bool kick)
 			place_set(x, idx, 0);
 			toks[n++] = x->tok[idx];
 		}
-		if (n)
+		if (n) {
 			(void)asyncpool_release_tokens(x->pool, toks, n);
+			AP_XDP_KILL_AT(AP_XTP_COMP_RELEASED);
+		}
 		AP_XCNT_ADD(s->in_tx, -(uint64_t)n);
 		AP_XCNT_ADD(s->completed, n);
 		total += n;
@@ -891,6 +901,8 @@ AP_EXPORT int asyncpool_xsk_send(struct asyncpool_xsk *s, struct asyncpool_lease
 							     memory_order_relaxed))
 			goto refuse;
 	}
+	if (n)
+		AP_XDP_KILL_AT(AP_XTP_TX_CHECKED);
 	ap_xlock(&s->tx_lock);
 	(void)complete_locked(s, false);      /* the send kicks */
 	room = ring_prod_free(&s->tx, n);
@@ -913,9 +925,13 @@ AP_EXPORT int asyncpool_xsk_send(struct asyncpool_xsk *s, struct asyncpool_lease
 		/* Handed over: the caller's lease is spent (a release of it does nothing). */
 		memset(&leases[i], 0, sizeof(leases[i]));
 	}
+	if (n)
+		AP_XDP_KILL_AT(AP_XTP_TX_WRITTEN);
 	ring_prod_submit(&s->tx, n);
 	AP_XCNT_ADD(s->in_tx, n);
 	AP_XCNT_ADD(s->sent, n);
+	if (n)
+		AP_XDP_KILL_AT(AP_XTP_TX_SUBMITTED);
 	if (n && (ring_needs_wakeup(&s->tx) || s->mode == ASYNCPOOL_XSK_MODE_COPY))
 		xsk_kick(s, true);
 	ap_xunlock(&s->tx_lock);

@@ -105,6 +105,35 @@ struct asyncpool_xsk {
 	_Atomic uint64_t sent, completed, refused_comp, in_tx, wakeups;  /* tx_lock */
 };
 
+/*
+ * Kill points of the AF_XDP steps (since 1.11): where a process of a
+ * shared pool may die between taking a frame from the pool and handing
+ * it to a ring, between taking it off a ring and handing it on.
+ * tests/test-xdp-crash kills a child at the k-th pass of each and gets
+ * every frame back; it reads lib/xdp.c and fails for a point it does
+ * not know or no longer finds (HACKING.md, "Adding a kill point").
+ * Apart from freelist.h's: they need root, a netns and XDP to reach.
+ */
+enum ap_xdp_point {
+	AP_XTP_FILL_LEASED,     /* a refill leased its batch, before any descriptor */
+	AP_XTP_FILL_WRITTEN,    /* a refill wrote its descriptors, before it submits them */
+	AP_XTP_RX_TAKEN,        /* a receive took descriptors off the rx ring, before its leases */
+	AP_XTP_RX_LEASED,       /* a receive made one lease of a frame, before the next */
+	AP_XTP_TX_CHECKED,      /* a send marked its leases CHECKED, before the tx ring */
+	AP_XTP_TX_WRITTEN,      /* a send wrote its descriptors, before it submits them */
+	AP_XTP_TX_SUBMITTED,    /* a send submitted its descriptors, before its kick */
+	AP_XTP_COMP_TAKEN,      /* a reap took addresses off the completion ring, before the pool */
+	AP_XTP_COMP_RELEASED,   /* a reap gave its frames back to the pool, before its counters */
+	AP_XTP_COUNT
+};
+
+#ifdef ASYNCPOOL_TEST_HOOKS
+extern void (*ap_xdp_test_hook_point)(enum ap_xdp_point p);
+#define AP_XDP_KILL_AT(p) do { if (ap_xdp_test_hook_point) ap_xdp_test_hook_point(p); } while (0)
+#else
+#define AP_XDP_KILL_AT(p) do { } while (0)
+#endif
+
 #ifdef ASYNCPOOL_TEST_HOOKS
 /* The kernel's side faked: descriptors in place of the rx or completion ring's. */
 extern unsigned int (*ap_xdp_test_rx)(struct asyncpool_xsk *s, struct xdp_desc *d, unsigned int n);
