@@ -170,6 +170,41 @@ static inline int xt_send(int fd, const uint8_t dst[6], const uint8_t src[6], ui
 	return -ENOBUFS;
 }
 
+/*
+ * Test frames into ifname from src to dst as fast as AF_PACKET goes
+ * (sendmmsg of 64, the qdisc bypassed), until killed: for a forked
+ * sender.  Never returns.
+ */
+static inline void xt_flood(const char *ifname, const uint8_t dst[6], const uint8_t src[6])
+{
+	struct sockaddr_ll sll;
+	static uint8_t frames[64][XT_FRAME_LEN];
+	struct mmsghdr m[64];
+	struct iovec iov[64];
+	int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0), one = 1;
+
+	if (fd < 0)
+		_exit(1);
+	(void)setsockopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one));
+	memset(&sll, 0, sizeof(sll));
+	sll.sll_family = AF_PACKET;
+	sll.sll_ifindex = (int)if_nametoindex(ifname);
+	sll.sll_halen = 6;
+	memcpy(sll.sll_addr, dst, 6);
+	memset(m, 0, sizeof(m));
+	for (unsigned int i = 0; i < 64; i++) {
+		xt_frame(frames[i], XT_FRAME_LEN, dst, src, i);
+		iov[i].iov_base = frames[i];
+		iov[i].iov_len = XT_FRAME_LEN;
+		m[i].msg_hdr.msg_iov = &iov[i];
+		m[i].msg_hdr.msg_iovlen = 1;
+		m[i].msg_hdr.msg_name = &sll;
+		m[i].msg_hdr.msg_namelen = sizeof(sll);
+	}
+	for (;;)
+		(void)sendmmsg(fd, m, 64, 0);
+}
+
 /* Wait until fd is readable, at most ms: true if it is. */
 static inline bool xt_wait(int fd, int ms)
 {

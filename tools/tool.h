@@ -183,6 +183,16 @@ int bench_many(unsigned senders, bool floor, unsigned long ops, unsigned reps,
 	       struct bench_result *out);
 
 /*
+ * tools/bench_xdp.c: AF_XDP on a veth pair in a network namespace of a
+ * child's own: frames/s and ns a frame through the pool (fwd: each
+ * frame sent back out) against a frame stack driving the same rings,
+ * interleaved, reps times ops / 2e6 s each side.  0; -EUCLEAN if a
+ * frame did not come back; or -errno with why set (not root, no XDP).
+ */
+int bench_xdp(bool fwd, unsigned long ops, unsigned reps, struct bench_result *out,
+	      char *why, size_t whylen);
+
+/*
  * options.c: the options of command argv[0] (the table there), parsed
  * into *a: value[key] and given[key] by short option letter, first the
  * index of the first operand; operands: how many non-empty ones the
