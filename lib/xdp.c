@@ -71,6 +71,7 @@ void (*ap_xdp_test_hook_point)(enum ap_xdp_point p);
 #define XDP_OPTS_V1   sizeof(struct asyncpool_xdp_options)
 #define XSK_OPTS_V1   sizeof(struct asyncpool_xsk_options)
 #define XSK_STATS_V1  sizeof(struct asyncpool_xsk_stats)
+#define XDP_PLACES_V1 sizeof(struct asyncpool_xdp_places)
 #define XSK_RING_DEFAULT 2048u
 #define XSK_RING_MAX     (1u << 16)
 #define XSK_BATCH_DEFAULT 64u
@@ -170,13 +171,12 @@ static inline void place_set(struct asyncpool_xdp *x, uint32_t idx, uint32_t v)
 }
 
 /* The frame of UMEM address a, with its offset in the frame: false if outside. */
-static inline bool frame_of(const struct asyncpool_xdp *x, uint64_t a, uint32_t *idx,
-			    uint32_t *off)
+static inline bool frame_of(const struct ap_xgeom x, uint64_t a, uint32_t *idx, uint32_t *off)
 {
-	if (a >= x->umem_len)
+	if (a >= x.umem_len)
 		return false;
-	*idx = (uint32_t)(a >> x->frame_shift);
-	*off = (uint32_t)(a & (x->frame_size - 1));
+	*idx = (uint32_t)(a >> x.frame_shift);
+	*off = (uint32_t)(a & (x.frame_size - 1));
 	return true;
 }
 
@@ -232,10 +232,10 @@ AP_EXPORT int asyncpool_xdp_create(struct asyncpool *pool, const struct asyncpoo
 	x->pool = pool;
 	x->region = asyncpool_region_ref(r);
 	x->base = asyncpool_region_base(r);
-	x->frame_size = (uint32_t)fs;
-	x->frame_shift = (uint32_t)__builtin_ctzll(fs);
+	x->geom.frame_size = (uint32_t)fs;
+	x->geom.frame_shift = (uint32_t)__builtin_ctzll(fs);
 	x->count = count;
-	x->umem_len = (uint64_t)fs * count;
+	x->geom.umem_len = (uint64_t)fs * count;
 	x->headroom = o.headroom;
 	x->owner_fd = -1;
 	*out = x;
@@ -292,8 +292,8 @@ static int xsk_build(struct asyncpool_xsk *s, uint32_t ring, uint16_t bind_flags
 
 		memset(&mr, 0, sizeof(mr));
 		mr.addr = (uintptr_t)x->base;
-		mr.len = x->umem_len;
-		mr.chunk_size = x->frame_size;
+		mr.len = x->geom.umem_len;
+		mr.chunk_size = x->geom.frame_size;
 		mr.headroom = x->headroom;
 		if (setsockopt(fd, SOL_XDP, XDP_UMEM_REG, &mr, sizeof(mr)))
 			goto fail_errno;
@@ -670,7 +670,7 @@ static int refill_locked(struct asyncpool_xsk *s, unsigned int max)
 	if (!learn_release(x))
 		max = 0;
 	while (done < max) {
-		uint32_t room = ring_prod_free(&s->fill, 1), n, at;
+		uint32_t room = ring_prod_free(&s->fill, s->fill_batch), n, at;
 		int rc;
 
 		n = max - done;
@@ -678,7 +678,12 @@ static int refill_locked(struct asyncpool_xsk *s, unsigned int max)
 			n = room;
 		if (n > s->fill_batch)
 			n = s->fill_batch;
-		if (!n)
+		/*
+		 * Whole batches only (unless the caller asked for less): a
+		 * ring with less room than a batch is far from starving, and
+		 * a batch costs the pool what a frame does.
+		 */
+		if (!n || (n < s->fill_batch && n < max - done))
 			break;
 		/* All or nothing: halve until the pool has them. */
 		while ((rc = asyncpool_acquire_tokens(x->pool, toks, n)) == -ENOBUFS && n > 1)
@@ -691,12 +696,18 @@ static int refill_locked(struct asyncpool_xsk *s, unsigned int max)
 			return done ? (int)done : rc;
 		AP_XDP_KILL_AT(AP_XTP_FILL_LEASED);
 		at = s->fill.cached_prod;
-		for (uint32_t i = 0; i < n; i++) {
-			uint32_t idx = (uint32_t)toks[i];
+		{
+			const uint32_t shift = x->geom.frame_shift, mask = s->fill.mask;
+			const uint32_t mine = AP_XP_MAKE(AP_XP_FILL, s->slot);
+			uint64_t *const tok = x->tok;
 
-			x->tok[idx] = toks[i];
-			place_set(x, idx, AP_XP_MAKE(AP_XP_FILL, s->slot));
-			ring[(at + i) & s->fill.mask] = (uint64_t)idx << x->frame_shift;
+			for (uint32_t i = 0; i < n; i++) {
+				uint32_t idx = (uint32_t)toks[i];
+
+				tok[idx] = toks[i];
+				place_set(x, idx, mine);
+				ring[(at + i) & mask] = (uint64_t)idx << shift;
+			}
 		}
 		AP_XDP_KILL_AT(AP_XTP_FILL_WRITTEN);
 		ring_prod_submit(&s->fill, n);
@@ -762,30 +773,44 @@ AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease
 	k = rx_peek(s, d, n);
 	if (k)
 		AP_XDP_KILL_AT(AP_XTP_RX_TAKEN);
-	for (unsigned int i = 0; i < k; i++) {
-		uint32_t idx, off;
+	{
+		/* In locals: a store to leases[] may alias x's fields, and reload them. */
+		const struct ap_xgeom g = x->geom;
+		const uint32_t mine = AP_XP_MAKE(AP_XP_FILL, s->slot);
+		struct asyncpool_region *const region = x->region;
+		void (*const rel_fn)(void *ctx, uint32_t buffer_index) = x->rel_fn;
+		void *const rel_ctx = x->rel_ctx;
+		const uint64_t *const tok = x->tok;
+		uint64_t refused = 0;
 
-		if (!frame_of(x, d[i].addr, &idx, &off) ||
-		    place_get(x, idx) != AP_XP_MAKE(AP_XP_FILL, s->slot)) {
-			AP_XCNT_ADD(s->refused_rx, 1); /* not a frame we gave: never handed out */
-			continue;
+		for (unsigned int i = 0; i < k; i++) {
+			const uint64_t a = d[i].addr;
+			const uint32_t len = d[i].len;
+			uint32_t idx, off;
+
+			if (!frame_of(g, a, &idx, &off) ||
+			    place_get(x, idx) != mine) {
+				refused++;      /* not a frame we gave: never handed out */
+				continue;
+			}
+			place_set(x, idx, 0);
+			taken++;
+			if ((uint64_t)off + len > g.frame_size || !rel_fn) {
+				refused++;      /* our frame, a bad length: back to the pool */
+				bad[nbad++] = tok[idx];
+				continue;
+			}
+			leases[got] = (struct asyncpool_lease){
+				.span = { .region = region, .offset = (size_t)a, .length = len },
+				.release = { .fn = rel_fn, .ctx = rel_ctx },
+				.buffer_index = idx,
+				.generation = (uint32_t)(tok[idx] >> 32),
+			};
+			got++;
+			AP_XDP_KILL_AT(AP_XTP_RX_LEASED);
 		}
-		place_set(x, idx, 0);
-		taken++;
-		if ((uint64_t)off + d[i].len > x->frame_size || !x->rel_fn) {
-			AP_XCNT_ADD(s->refused_rx, 1); /* our frame, a bad length: back to the pool */
-			bad[nbad++] = x->tok[idx];
-			continue;
-		}
-		leases[got].span.region = x->region;
-		leases[got].span.offset = (size_t)d[i].addr;
-		leases[got].span.length = d[i].len;
-		leases[got].release.fn = x->rel_fn;
-		leases[got].release.ctx = x->rel_ctx;
-		leases[got].buffer_index = idx;
-		leases[got].generation = (uint32_t)(x->tok[idx] >> 32);
-		got++;
-		AP_XDP_KILL_AT(AP_XTP_RX_LEASED);
+		if (refused)
+			AP_XCNT_ADD(s->refused_rx, refused);
 	}
 	AP_XCNT_ADD(s->received, got);
 	AP_XCNT_ADD(s->in_fill, -(uint64_t)taken);
@@ -831,7 +856,7 @@ static int complete_locked(struct asyncpool_xsk *s, bool kick)
 		for (unsigned int i = 0; i < k; i++) {
 			uint32_t idx, off;
 
-			if (!frame_of(x, a[i], &idx, &off) ||
+			if (!frame_of(x->geom, a[i], &idx, &off) ||
 			    place_get(x, idx) != AP_XP_MAKE(AP_XP_TX, s->slot)) {
 				AP_XCNT_ADD(s->refused_comp, 1);
 				continue;
@@ -873,9 +898,9 @@ static bool lease_sendable(const struct asyncpool_xdp *x, const struct asyncpool
 	uint32_t idx, off;
 
 	return l->span.region == x->region && l->generation && l->span.length &&
-	       l->buffer_index < x->count && l->span.offset <= x->umem_len &&
-	       frame_of(x, l->span.offset, &idx, &off) && idx == l->buffer_index &&
-	       (uint64_t)off + l->span.length <= x->frame_size && !place_get(x, idx);
+	       l->buffer_index < x->count && l->span.offset <= x->geom.umem_len &&
+	       frame_of(x->geom, l->span.offset, &idx, &off) && idx == l->buffer_index &&
+	       (uint64_t)off + l->span.length <= x->geom.frame_size && !place_get(x, idx);
 }
 
 AP_EXPORT int asyncpool_xsk_send(struct asyncpool_xsk *s, struct asyncpool_lease *leases,
@@ -971,6 +996,79 @@ AP_EXPORT int asyncpool_xsk_stats(const struct asyncpool_xsk *s, struct asyncpoo
 	return 0;
 }
 
+/* Entries of a ring between the two indices, as read now: at most its size. */
+static uint32_t ring_between(const struct ap_xring *r)
+{
+	uint32_t n = atomic_load_explicit(r->prod, memory_order_acquire) -
+		     atomic_load_explicit(r->cons, memory_order_acquire);
+
+	return n > r->size ? r->size : n;
+}
+
+static uint32_t take_at_most(uint32_t *from, uint32_t n)
+{
+	if (n > *from)
+		n = *from;
+	*from -= n;
+	return n;
+}
+
+AP_EXPORT int asyncpool_xdp_places(const struct asyncpool_xdp *x, struct asyncpool_xdp_places *out)
+{
+	struct asyncpool_xdp_places pl;
+	uint32_t fill_all = 0, tx_all = 0, rest;
+	uint32_t in_fill_ring = 0, in_rx_ring = 0, in_tx_ring = 0, in_comp_ring = 0;
+	size_t sz, avail;
+
+	if (!x || !out || out->size < XDP_PLACES_V1 || out->size > AP_STRUCT_SIZE_MAX)
+		return -EINVAL;
+	sz = out->size;
+	memset(&pl, 0, sizeof(pl));
+	pl.size = sz;
+	pl.capacity = x->count;
+	/* Where place[] says: in a socket's fill or rx side, tx side, or a send's. */
+	for (uint32_t i = 0; i < x->count; i++) {
+		uint32_t p = place_get(x, i);
+
+		if (AP_XP_KIND(p) == AP_XP_FILL)
+			fill_all++;
+		else if (AP_XP_KIND(p) == AP_XP_TX)
+			tx_all++;
+		else if (AP_XP_KIND(p) == AP_XP_CHECKED)
+			pl.moving++;
+	}
+	/* Which ring, from the indices the kernel and we publish. */
+	pthread_mutex_lock((pthread_mutex_t *)&x->lock);
+	for (unsigned int i = 0; i < AP_XSK_MAX; i++) {
+		const struct asyncpool_xsk *s = x->sockets[i];
+
+		if (!s)
+			continue;
+		pl.sockets++;
+		in_fill_ring += ring_between(&s->fill);
+		in_rx_ring += ring_between(&s->rx);
+		in_tx_ring += ring_between(&s->tx);
+		in_comp_ring += ring_between(&s->comp);
+	}
+	pthread_mutex_unlock((pthread_mutex_t *)&x->lock);
+	/* A snapshot while frames move: each part bounded by what place[] counted. */
+	rest = fill_all;
+	pl.fill = take_at_most(&rest, in_fill_ring);
+	pl.rx = take_at_most(&rest, in_rx_ring);
+	pl.kernel_rx = rest;
+	rest = tx_all;
+	pl.tx = take_at_most(&rest, in_tx_ring);
+	pl.completion = take_at_most(&rest, in_comp_ring);
+	pl.kernel_tx = rest;
+	avail = asyncpool_available(x->pool);
+	rest = x->count - fill_all - tx_all - pl.moving;
+	pl.free = take_at_most(&rest, avail > UINT32_MAX ? UINT32_MAX : (uint32_t)avail);
+	pl.leased = rest;
+	memset(out, 0, sz);
+	memcpy(out, &pl, XDP_PLACES_V1);
+	return 0;
+}
+
 #else /* !HAVE_XDP: built without libxdp and libbpf */
 
 AP_EXPORT int asyncpool_xdp_create(struct asyncpool *pool, const struct asyncpool_xdp_options *opts,
@@ -1003,6 +1101,11 @@ AP_EXPORT int asyncpool_xsk_send(struct asyncpool_xsk *s, struct asyncpool_lease
 				 unsigned int n) { return -EOPNOTSUPP; }
 AP_EXPORT int asyncpool_xsk_complete(struct asyncpool_xsk *s) { return -EOPNOTSUPP; }
 AP_EXPORT int asyncpool_xsk_stats(const struct asyncpool_xsk *s, struct asyncpool_xsk_stats *out)
+{
+	return -EOPNOTSUPP;
+}
+
+AP_EXPORT int asyncpool_xdp_places(const struct asyncpool_xdp *x, struct asyncpool_xdp_places *out)
 {
 	return -EOPNOTSUPP;
 }

@@ -72,12 +72,18 @@ static inline void ap_xunlock(_Atomic uint32_t *l)
 
 struct asyncpool_xsk;
 
+/* A UMEM's geometry, passed by value: a store through a lease cannot alias it. */
+struct ap_xgeom {
+	uint64_t umem_len;
+	uint32_t frame_size, frame_shift;
+};
+
 struct asyncpool_xdp {
 	struct asyncpool        *pool;
 	struct asyncpool_region *region;    /* a reference */
 	char     *base;                     /* the UMEM: the region's memory */
-	uint64_t  umem_len;
-	uint32_t  frame_size, frame_shift, count, headroom;
+	struct ap_xgeom geom;               /* the UMEM's length, its frames' size */
+	uint32_t  count, headroom;
 	uint64_t *tok;                      /* [count]: the token of a frame a socket holds */
 	_Atomic uint32_t *place;            /* [count]: AP_XP_MAKE(), or 0 */
 	/* A pool lease's release callback, for received frames' leases. */
