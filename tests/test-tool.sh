@@ -45,7 +45,7 @@ chan-floor-words-1 chan-floor-words-32
 reclaim-latency contend-spin contend-wait contend-baseline handoff-2proc-spin handoff-2proc-wait wrap wrap-cached
 wrap-shared wrap-shared-cached xdp-rxdrop xdp-fwd mutex-baseline
 mutex-baseline-threads cas2-baseline handoff-queue-baseline"
-echo "1..35"
+echo "1..37"
 
 check "asyncpool without a command" 2 "$tool"
 check "asyncpool with an unknown command" 2 "$tool" frobnicate
@@ -101,6 +101,19 @@ check "bench 'chan-*', tiny" 0 "$tool" bench --json --ops 400 --reps 2 'chan-*'
 tr '{' '\n' < "$tmp/out" | grep -c '^"name":"chan-[a-z0-9-]*","threads":2,.*"mops_per_s_max":[0-9.]*\(,"p999_ns":[0-9.]*,"round_trips":[0-9.]*\)\{0,1\}}' > "$tmp/nchan"
 is "bench 'chan-*': twelve rows, four with p999_ns" \
 	sh -c 'test "$(cat "$1")" = 12 && test "$(grep -o "\"p999_ns\"" "$2" | wc -l)" = 4' sh "$tmp/nchan" "$tmp/out"
+# demo --xdp (root, a netns, a veth, XDP): every frame received and checked,
+# 64 sent back out and completed, all back; SKIPPED with the reason elsewhere
+check "demo --xdp" 0 "$tool" demo --xdp --ops 500
+if [ "$(tail -n 1 "$tmp/out")" = SKIPPED ]; then
+	n=$((n + 1)); echo "ok $n # SKIP demo --xdp: $(tail -n 1 "$tmp/err")"
+else
+	is "demo --xdp: 500 of 500 received, 0 wrong, 64 completed, every frame back, ok" \
+		sh -c 'grep -q "^500 of 500 frames received as leases, every byte checked: 0 wrong" "$1" &&
+		       grep -q "^64 sent, 64 completed" "$1" &&
+		       grep -q "^socket closed: 1024 of 1024 frames in the pool" "$1" &&
+		       grep -q "^completions reaped: .* leased   0 | tx   0  kernel   0  completion   0 " "$1" &&
+		       test "$(tail -n 1 "$1")" = ok' sh "$tmp/out"
+fi
 # the AF_XDP cases (root, a netns, a veth, XDP): both rows, with their ratio
 # against the frame stack and the pool's cost a frame; a skip says why
 "$tool" bench --json --ops 100000 --reps 1 'xdp-*' > "$tmp/out" 2> "$tmp/err"

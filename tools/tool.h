@@ -59,6 +59,13 @@ int demo_dry(size_t bytes, char *why, size_t whylen);
  */
 int demo_zc(size_t bytes, const char *why_not_uring, char *why, size_t whylen);
 
+/*
+ * demo_xdp.c: AF_XDP on a veth pair in a network namespace of a child's
+ * own: frames received as leases of a shared pool's UMEM, checked, some
+ * sent back out, the frames' places printed at each step.
+ */
+int demo_xdp(unsigned frames, char *why, size_t whylen);
+
 /* Monotonic time in nanoseconds. */
 static inline uint64_t tool_now_ns(void)
 {
