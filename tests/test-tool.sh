@@ -43,9 +43,9 @@ chan-latency chan-2proc-1 chan-2proc-32 chan-wake-2proc chan-floor-line chan-flo
 chan-floor-ring-1 chan-floor-ring-32 chan-floor-slots-1 chan-floor-slots-32
 chan-floor-words-1 chan-floor-words-32
 reclaim-latency contend-spin contend-wait contend-baseline handoff-2proc-spin handoff-2proc-wait wrap wrap-cached
-wrap-shared wrap-shared-cached xdp-rxdrop xdp-fwd mutex-baseline
+wrap-shared wrap-shared-cached xdp-rxdrop xdp-fwd xdp-rxdrop-2q mutex-baseline
 mutex-baseline-threads cas2-baseline handoff-queue-baseline"
-echo "1..37"
+echo "1..38"
 
 check "asyncpool without a command" 2 "$tool"
 check "asyncpool with an unknown command" 2 "$tool" frobnicate
@@ -119,12 +119,14 @@ fi
 "$tool" bench --json --ops 100000 --reps 1 'xdp-*' > "$tmp/out" 2> "$tmp/err"
 xrc=$?
 if [ $xrc -eq 0 ] && grep -q 'xdp-[a-z]*: skipped: ' "$tmp/err"; then
-	for i in 1 2; do n=$((n + 1)); echo "ok $n # SKIP bench 'xdp-*': $(grep -m1 -o 'skipped: .*' "$tmp/err")"; done
+	for i in 1 2 3; do n=$((n + 1)); echo "ok $n # SKIP bench 'xdp-*': $(grep -m1 -o 'skipped: .*' "$tmp/err")"; done
 else
 	n=$((n + 1))
 	if [ $xrc -eq 0 ]; then echo "ok $n - bench 'xdp-*', tiny: exit 0"; else echo "not ok $n - bench 'xdp-*', tiny: exit $xrc"; sed 's/^/# /' "$tmp/err"; fi
 	tr '{' '\n' < "$tmp/out" | grep -c '^"name":"xdp-\(rxdrop\|fwd\)","threads":1,.*"pool_vs_plain_pct":[0-9.]*,"pool_cost_ns":-\{0,1\}[0-9.]*}' > "$tmp/nxdp"
 	is "bench 'xdp-*': two rows with pool_vs_plain_pct and pool_cost_ns" test "$(cat "$tmp/nxdp")" = 2
+	is "bench 'xdp-*': xdp-rxdrop-2q, two threads, with vs_1t_pct and queue1_pct" \
+		grep -q '{"name":"xdp-rxdrop-2q","threads":2,.*"vs_1t_pct":[0-9.]*,"queue1_pct":[0-9.]*}' "$tmp/out"
 fi
 sed -n '/^\.SH EXIT STATUS/,/^\.SH /p' "$man1" | grep '^\.B [0-9]$' | tr -d '\n' > "$tmp/status"
 is "asyncpool(1) EXIT STATUS lists 0, 1 and 2" test "$(cat "$tmp/status")" = ".B 0.B 1.B 2"

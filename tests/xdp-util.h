@@ -69,6 +69,22 @@ static inline int xt_veth(const char *a, const char *b, char *why, size_t len)
 	return 0;
 }
 
+/* The same with n rx and n tx queues on each end (veth's default is 1). */
+static inline int xt_veth_queues(const char *a, const char *b, unsigned n, char *why, size_t len)
+{
+	char cmd[300];
+
+	snprintf(cmd, sizeof(cmd),
+		 "ip link add %s numtxqueues %u numrxqueues %u type veth peer name %s "
+		 "numtxqueues %u numrxqueues %u 2>/dev/null && ip link set %s up && ip link set %s up",
+		 a, n, n, b, n, n, a, b);
+	if (system(cmd)) {
+		snprintf(why, len, "no veth pair with %u queues (%.200s)", n, cmd);
+		return -1;
+	}
+	return 0;
+}
+
 static inline int xt_mac(const char *ifname, uint8_t mac[6])
 {
 	struct ifreq ifr;

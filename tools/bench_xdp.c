@@ -43,6 +43,9 @@
 
 #ifdef HAVE_XDP
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 
 #include <linux/if_xdp.h>
@@ -70,6 +73,7 @@ struct bx_report {
 	double plain_fps[BX_REPS_MAX], plain_ns[BX_REPS_MAX];
 	double pool_fps[BX_REPS_MAX], pool_ns[BX_REPS_MAX];
 	unsigned long lost;             /* pool frames not back after a side */
+	double q1_share[BX_REPS_MAX];   /* two queues: the share of frames on queue 1 */
 };
 
 static uint8_t bx_mac_va[6], bx_mac_vb[6];
@@ -304,6 +308,210 @@ out:
 	return rc;
 }
 
+/* ---------------------------------------------------------------- two queues */
+
+/*
+ * Two sockets on vb's queues 0 and 1, on one UMEM (XDP_SHARED_UMEM, each
+ * with its own fill and completion rings) over one pool, read by one
+ * thread (both sockets in turn) or by two (a socket each).
+ */
+struct bx_q {
+	struct asyncpool_xsk *s[2];
+	unsigned nsock;
+	double seconds;
+	uint64_t frames[2], work;
+	int rc;
+};
+
+static void *bx_q_loop(void *arg)
+{
+	struct bx_q *q = arg;
+	uint64_t t0 = bx_now(), t_end = t0 + (uint64_t)(q->seconds * 1e9);
+
+	for (;;) {
+		uint64_t t1 = bx_now();
+		struct asyncpool_lease l[BX_BATCH];
+		struct pollfd pf[2];
+		unsigned any = 0;
+
+		if (t1 >= t_end)
+			break;
+		for (unsigned i = 0; i < q->nsock; i++) {
+			int k = asyncpool_xsk_recv(q->s[i], l, BX_BATCH);
+
+			if (k < 0) {
+				q->rc = k;
+				return NULL;
+			}
+			for (int j = 0; j < k; j++)
+				bx_touch(asyncpool_span_ptr(l[j].span), (uint32_t)l[j].span.length);
+			asyncpool_release_bulk(l, (unsigned int)k);
+			q->frames[i] += (uint64_t)k;
+			any += (unsigned)k;
+		}
+		if (any) {
+			q->work += bx_now() - t1;
+			continue;
+		}
+		for (unsigned i = 0; i < q->nsock; i++)
+			pf[i] = (struct pollfd){ .fd = asyncpool_xsk_fd(q->s[i]), .events = POLLIN };
+		(void)poll(pf, q->nsock, 1);
+	}
+	return NULL;
+}
+
+static int bx_queues(unsigned threads, double seconds, struct bx_side *out, double *q1_share,
+		     unsigned long *lost)
+{
+	struct asyncpool_slab_options sl = { .size = sizeof(sl), .buffer_size = BX_FSIZE,
+					     .buffer_count = 2 * BX_FRAMES, .numa_node = -1,
+					     .flags = ASYNCPOOL_SLAB_POPULATE };
+	struct asyncpool_xsk_options so = { .size = sizeof(so), .ifname = "vb", .ring_size = BX_RING };
+	struct asyncpool_proactor *p = NULL;
+	struct asyncpool_region *r = NULL;
+	struct asyncpool_slab *slab = NULL;
+	struct asyncpool *pool = NULL;
+	struct asyncpool_xdp *x = NULL;
+	struct asyncpool_xsk *s[2] = { NULL, NULL };
+	struct bx_q q[2];
+	pthread_t t;
+	uint64_t f0 = 0, f1 = 0, work = 0, t0;
+	int rc;
+
+	memset(q, 0, sizeof(q));
+	if ((rc = asyncpool_slab_create(&sl, &slab)) || (rc = asyncpool_proactor_create_memory(&p)) ||
+	    (rc = asyncpool_proactor_register_slab(p, slab, ASYNCPOOL_ACCESS_READ, &r)) ||
+	    (rc = asyncpool_create(r, &pool)) || (rc = asyncpool_xdp_create(pool, NULL, &x)))
+		goto out;
+	for (unsigned i = 0; i < 2; i++) {
+		so.queue = i;
+		for (int tries = 0; (rc = asyncpool_xsk_open(x, &so, &s[i])) == -EBUSY && tries < 2000;
+		     tries++)
+			usleep(1000);
+		if (rc)
+			goto out;
+	}
+	if (threads == 1) {
+		q[0] = (struct bx_q){ .s = { s[0], s[1] }, .nsock = 2, .seconds = seconds };
+	} else {
+		q[0] = (struct bx_q){ .s = { s[0] }, .nsock = 1, .seconds = seconds };
+		q[1] = (struct bx_q){ .s = { s[1] }, .nsock = 1, .seconds = seconds };
+	}
+	t0 = bx_now();
+	if (threads == 2 && (rc = -pthread_create(&t, NULL, bx_q_loop, &q[1])))
+		goto out;
+	bx_q_loop(&q[0]);
+	if (threads == 2)
+		pthread_join(t, NULL);
+	rc = q[0].rc ? q[0].rc : q[1].rc;
+	if (threads == 1) {
+		f0 = q[0].frames[0];
+		f1 = q[0].frames[1];
+	} else {
+		f0 = q[0].frames[0];
+		f1 = q[1].frames[0];
+	}
+	work = q[0].work + q[1].work;
+	out->frames = f0 + f1;
+	out->fps = out->frames / ((bx_now() - t0) / 1e9);
+	out->work_ns = out->frames ? (double)work / out->frames : 0;
+	*q1_share = out->frames ? (double)f1 / out->frames : 0;
+out:
+	for (int i = 1; i >= 0; i--)    /* the UMEM's first socket last */
+		if (s[i])
+			(void)asyncpool_xsk_close(s[i]);
+	if (x)
+		(void)asyncpool_xdp_destroy(x);
+	if (pool) {
+		(void)asyncpool_cache_flush_all(pool);
+		if (!rc && asyncpool_available(pool) != 2 * BX_FRAMES)
+			*lost += 2 * BX_FRAMES - asyncpool_available(pool);
+		(void)asyncpool_destroy(pool);
+	}
+	if (r)
+		asyncpool_region_unref(r);
+	if (slab)
+		asyncpool_slab_unref(slab);
+	if (p)
+		(void)asyncpool_proactor_destroy(p);
+	return rc;
+}
+
+/* A sender on CPU cpu (its tx queue is the CPU's, modulo the queues), flooding va. */
+static pid_t bx_sender(int cpu)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(cpu, &set);
+		(void)sched_setaffinity(0, sizeof(set), &set);
+		xt_flood("va", bx_mac_vb, bx_mac_va);
+	}
+	return pid;
+}
+
+/*
+ * The two-queue child: veth ends with 2 queues each, a sender on each
+ * CPU (packet_pick_tx_queue() records the sender's CPU as the queue),
+ * one thread reading both sockets against two threads, interleaved.
+ */
+static void bx_child_queues(double seconds, unsigned reps, struct bx_report *rep)
+{
+	struct bx_side a, b;
+	double share;
+	pid_t snd[2] = { -1, -1 };
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int rc = 0;
+
+	if (xt_netns(rep->why, sizeof(rep->why)) ||
+	    xt_veth_queues("va", "vb", 2, rep->why, sizeof(rep->why))) {
+		rep->rc = geteuid() ? -EPERM : -EOPNOTSUPP;
+		return;
+	}
+	xt_mac("va", bx_mac_va);
+	xt_mac("vb", bx_mac_vb);
+	for (int i = 0; i < 2; i++)
+		snd[i] = bx_sender(cpus > 1 ? i : 0);
+	memset(&a, 0, sizeof(a));
+	if ((rc = bx_queues(1, 0.1, &a, &share, &rep->lost)) ||
+	    (rc = bx_queues(2, 0.1, &a, &share, &rep->lost))) {
+		snprintf(rep->why, sizeof(rep->why), "two AF_XDP sockets on two queues of a veth: %s",
+			 strerror(-rc));
+		goto out;
+	}
+	for (unsigned i = 0; i < reps; i++) {
+		memset(&a, 0, sizeof(a));
+		memset(&b, 0, sizeof(b));
+		if (i % 2)
+			rc = bx_queues(2, seconds, &b, &rep->q1_share[i], &rep->lost) ?:
+			     bx_queues(1, seconds, &a, &share, &rep->lost);
+		else
+			rc = bx_queues(1, seconds, &a, &share, &rep->lost) ?:
+			     bx_queues(2, seconds, &b, &rep->q1_share[i], &rep->lost);
+		if (rc) {
+			snprintf(rep->why, sizeof(rep->why), "repetition %u: %s", i, strerror(-rc));
+			goto out;
+		}
+		rep->plain_fps[i] = a.fps;      /* one thread, both sockets */
+		rep->plain_ns[i] = a.work_ns;
+		rep->pool_fps[i] = b.fps;       /* two threads, a socket each */
+		rep->pool_ns[i] = b.work_ns;
+	}
+	rep->reps = reps;
+out:
+	rep->rc = rc;
+	for (int i = 0; i < 2; i++) {
+		if (snd[i] <= 0)
+			continue;
+		kill(snd[i], SIGKILL);
+		while (waitpid(snd[i], NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+}
+
 /* The child: the namespace, the veth pair, the sender, the runs. */
 static void bx_child(bool fwd, double seconds, unsigned reps, struct bx_report *rep)
 {
@@ -356,9 +564,10 @@ out:
 		;
 }
 
-int bench_xdp(bool fwd, unsigned long ops, unsigned reps, struct bench_result *out,
-	      char *why, size_t whylen)
+int bench_xdp(enum bench_xdp_kind kind, unsigned long ops, unsigned reps,
+	      struct bench_result *out, char *why, size_t whylen)
 {
+	bool fwd = kind == BENCH_XDP_FWD_1Q;
 	double seconds = (double)ops / 2e6, pf[BX_REPS_MAX], qf[BX_REPS_MAX], pn[BX_REPS_MAX],
 	       qn[BX_REPS_MAX], mops[BX_REPS_MAX], s_pf[3], s_qf[3], s_pn[3];
 	struct bx_report *rep;
@@ -385,7 +594,10 @@ int bench_xdp(bool fwd, unsigned long ops, unsigned reps, struct bench_result *o
 		return -errno;
 	}
 	if (pid == 0) {
-		bx_child(fwd, seconds, reps, rep);
+		if (kind == BENCH_XDP_RXDROP_2Q)
+			bx_child_queues(seconds, reps, rep);
+		else
+			bx_child(fwd, seconds, reps, rep);
 		_exit(0);
 	}
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
@@ -414,6 +626,16 @@ int bench_xdp(bool fwd, unsigned long ops, unsigned reps, struct bench_result *o
 	out->extra = s_pf[0] > 0 ? 100.0 * s_qf[0] / s_pf[0] : 0;
 	out->extra2_name = "pool_cost_ns";
 	out->extra2 = out->ns[0] - s_pn[0];
+	if (kind == BENCH_XDP_RXDROP_2Q) {
+		double sh[3];
+
+		/* "plain" is one thread on both sockets, "pool" two threads. */
+		bench_spread(sh, rep->q1_share, reps);
+		out->threads = 2;
+		out->extra_name = "vs_1t_pct";
+		out->extra2_name = "queue1_pct";
+		out->extra2 = 100.0 * sh[0];
+	}
 	if (rep->lost) {
 		snprintf(why, whylen, "%lu frames of the pool did not come back", rep->lost);
 		munmap(rep, sizeof(*rep));
@@ -425,10 +647,10 @@ int bench_xdp(bool fwd, unsigned long ops, unsigned reps, struct bench_result *o
 
 #else /* !HAVE_XDP */
 
-int bench_xdp(bool fwd, unsigned long ops, unsigned reps, struct bench_result *out,
-	      char *why, size_t whylen)
+int bench_xdp(enum bench_xdp_kind kind, unsigned long ops, unsigned reps,
+	      struct bench_result *out, char *why, size_t whylen)
 {
-	(void)fwd, (void)ops, (void)reps, (void)out;
+	(void)kind, (void)ops, (void)reps, (void)out;
 	snprintf(why, whylen, "built without libxdp and libbpf (--without-xdp)");
 	return -EOPNOTSUPP;
 }
