@@ -739,26 +739,49 @@ static void xsk_kick(struct asyncpool_xsk *s, bool tx)
 		(void)recvfrom(s->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
 }
 
-static unsigned int rx_peek(struct asyncpool_xsk *s, struct xdp_desc *d, unsigned int n)
+/*
+ * Up to n descriptors of the rx ring, read in place: the i-th at
+ * (*ring)[(*base + i) & *mask], until rx_release() gives them back to
+ * the kernel (which does not write them before).  No copy.
+ */
+static unsigned int rx_peek(struct asyncpool_xsk *s, struct xdp_desc *fake, unsigned int n,
+			    const struct xdp_desc **ring, uint32_t *base, uint32_t *mask)
 {
-	struct xdp_desc *ring = s->rx.desc;
-	uint32_t k;
+#ifdef ASYNCPOOL_TEST_HOOKS
+	if (ap_xdp_test_rx) {
+		*ring = fake;
+		*base = 0;
+		*mask = UINT32_MAX;
+		return ap_xdp_test_rx(s, fake, n);
+	}
+#else
+	(void)fake;
+#endif
+	*ring = s->rx.desc;
+	*base = s->rx.cached_cons;
+	*mask = s->rx.mask;
+	return ring_cons_peek(&s->rx, n);
+}
 
+static void rx_release(struct asyncpool_xsk *s, unsigned int k)
+{
 #ifdef ASYNCPOOL_TEST_HOOKS
 	if (ap_xdp_test_rx)
-		return ap_xdp_test_rx(s, d, n);
+		return;
 #endif
-	k = ring_cons_peek(&s->rx, n);
-	for (uint32_t i = 0; i < k; i++)
-		d[i] = ring[(s->rx.cached_cons + i) & s->rx.mask];
 	ring_cons_release(&s->rx, k);
-	return k;
 }
 
 AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease *leases,
 				 unsigned int n)
 {
-	struct xdp_desc d[XSK_BATCH_MAX];
+#ifdef ASYNCPOOL_TEST_HOOKS
+	struct xdp_desc fake[XSK_BATCH_MAX];
+#else
+	struct xdp_desc *fake = NULL;
+#endif
+	const struct xdp_desc *ring;
+	uint32_t base, mask;
 	struct asyncpool_xdp *x;
 	unsigned int got = 0, k, taken = 0;
 	uint64_t bad[XSK_BATCH_MAX];
@@ -770,7 +793,7 @@ AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease
 	if (n > XSK_BATCH_MAX)
 		n = XSK_BATCH_MAX;
 	ap_xlock(&s->rx_lock);
-	k = rx_peek(s, d, n);
+	k = rx_peek(s, fake, n, &ring, &base, &mask);
 	if (k)
 		AP_XDP_KILL_AT(AP_XTP_RX_TAKEN);
 	{
@@ -784,8 +807,9 @@ AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease
 		uint64_t refused = 0;
 
 		for (unsigned int i = 0; i < k; i++) {
-			const uint64_t a = d[i].addr;
-			const uint32_t len = d[i].len;
+			const struct xdp_desc *d = &ring[(base + i) & mask];
+			const uint64_t a = d->addr;
+			const uint32_t len = d->len;
 			uint32_t idx, off;
 
 			if (!frame_of(g, a, &idx, &off) ||
@@ -812,6 +836,7 @@ AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease
 		if (refused)
 			AP_XCNT_ADD(s->refused_rx, refused);
 	}
+	rx_release(s, k);
 	AP_XCNT_ADD(s->received, got);
 	AP_XCNT_ADD(s->in_fill, -(uint64_t)taken);
 	if (nbad)

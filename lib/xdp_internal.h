@@ -123,7 +123,7 @@ struct asyncpool_xsk {
 enum ap_xdp_point {
 	AP_XTP_FILL_LEASED,     /* a refill leased its batch, before any descriptor */
 	AP_XTP_FILL_WRITTEN,    /* a refill wrote its descriptors, before it submits them */
-	AP_XTP_RX_TAKEN,        /* a receive took descriptors off the rx ring, before its leases */
+	AP_XTP_RX_TAKEN,        /* a receive read descriptors in the rx ring, before its leases */
 	AP_XTP_RX_LEASED,       /* a receive made one lease of a frame, before the next */
 	AP_XTP_TX_CHECKED,      /* a send marked its leases CHECKED, before the tx ring */
 	AP_XTP_TX_WRITTEN,      /* a send wrote its descriptors, before it submits them */

@@ -22,8 +22,8 @@
  * Then the kill points of the AF_XDP steps (lib/xdp_internal.h, enum
  * ap_xdp_point; since 1.11): a child in the loop of "random" kills
  * itself at the k-th pass (k = 1, 3) of each point: a refill that leased
- * its batch or wrote its descriptors, a receive that took descriptors
- * off the rx ring or made one lease, a send that marked its leases or
+ * its batch or wrote its descriptors, a receive that read descriptors
+ * in the rx ring or made one lease, a send that marked its leases or
  * wrote or submitted its descriptors, a reap that took addresses off
  * the completion ring or gave them to the pool.  In its last breath it
  * lists the frames it had given to a ring or was moving (place[] not
