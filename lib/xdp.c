@@ -385,13 +385,53 @@ static int prog_xsk_map(int prog)
 	return rc;
 }
 
+/*
+ * The XSKMAP of libxdp's default program attached alone on ifindex
+ * (native or generic mode), asked of the kernel through libbpf; -ENOENT
+ * if none is.  (libxdp 1.3's xdp_multiprog__close() leaves the fd of
+ * such a program open: asked this way, nothing stays open.)
+ */
+static int default_map_alone(int ifindex)
+{
+	LIBBPF_OPTS(bpf_xdp_query_opts, q);
+	uint32_t ids[2];
+	int rc = -ENOENT;
+
+	if (bpf_xdp_query(ifindex, 0, &q))
+		return -ENOENT;
+	ids[0] = q.drv_prog_id;
+	ids[1] = q.skb_prog_id;
+	for (int i = 0; i < 2 && rc < 0; i++) {
+		struct bpf_prog_info info;
+		uint32_t len = sizeof(info);
+		int fd;
+
+		if (!ids[i])
+			continue;
+		fd = bpf_prog_get_fd_by_id(ids[i]);
+		if (fd < 0)
+			continue;
+		memset(&info, 0, sizeof(info));
+		if (!bpf_obj_get_info_by_fd(fd, &info, &len) &&
+		    !strncmp(info.name, AP_XSK_DEF_PROGRAM, sizeof(info.name)))
+			rc = prog_xsk_map(fd);
+		close(fd);
+	}
+	return rc;
+}
+
 /* The XSKMAP of libxdp's default program on ifindex, if it is attached there. */
 static int default_map_attached(int ifindex)
 {
-	struct xdp_multiprog *mp = xdp_multiprog__get_from_ifindex(ifindex);
+	struct xdp_multiprog *mp;
 	struct xdp_program *p = NULL;
-	int rc = -ENOENT;
+	int rc = default_map_alone(ifindex);
 
+	if (rc >= 0)
+		return rc;
+	/* libxdp's dispatcher, with the default program among its programs. */
+	rc = -ENOENT;
+	mp = xdp_multiprog__get_from_ifindex(ifindex);
 	if (!mp || libxdp_get_error(mp))
 		return -ENOENT;
 	if (xdp_multiprog__is_legacy(mp)) {
