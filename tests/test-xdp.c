@@ -241,6 +241,96 @@ static void test_places(struct asyncpool *pool, struct asyncpool_xdp *x, struct 
 	close(pk);
 }
 
+/* Frames of ours received on s within a while, the rest released. */
+static unsigned int recv_ours(struct asyncpool_xsk *s, unsigned int want)
+{
+	struct asyncpool_lease l[64];
+	unsigned int got = 0;
+
+	for (int idle = 0; got < want && idle < 50;) {
+		int k = asyncpool_xsk_recv(s, l, 64);
+
+		if (k <= 0) {
+			idle++;
+			xt_wait(asyncpool_xsk_fd(s), 10);
+			continue;
+		}
+		for (int i = 0; i < k; i++) {
+			got += xt_ours(asyncpool_span_ptr(l[i].span), l[i].span.length);
+			asyncpool_lease_release(&l[i]);
+		}
+	}
+	return got;
+}
+
+/*
+ * Two sockets on two queues of one interface, one UMEM (since 1.11,
+ * issue 55's two-thread target): a veth pair with two queues a side;
+ * an AF_PACKET socket that bypasses the qdisc (PACKET_QDISC_BYPASS) sends
+ * on the queue of the CPU it runs on (packet_pick_tx_queue(); through the
+ * qdisc, the flow's hash: one queue for all our frames), and veth delivers on the
+ * peer's queue of that number: frames sent from CPU q arrive on the
+ * socket of queue q, none on the other.
+ */
+static void test_queues(struct asyncpool *pool)
+{
+	struct asyncpool_xsk_options so = { .size = sizeof(so), .ifname = "wb", .ring_size = 512 };
+	struct asyncpool_xsk_stats st = { .size = sizeof(st) };
+	struct asyncpool_xsk *q[2] = { NULL, NULL };
+	struct asyncpool_xdp *x;
+	uint8_t mac_wa[6], mac_wb[6];
+	cpu_set_t old, one;
+	char why[256];
+	int pk, rc;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || sched_getaffinity(0, sizeof(old), &old) ||
+	    !CPU_ISSET(0, &old) || !CPU_ISSET(1, &old)) {
+		skip(8, "two queues: fewer than two CPUs to send from");
+		return;
+	}
+	if (xt_veth_queues("wa", "wb", 2, why, sizeof(why))) {
+		skip(8, "%s", why);
+		return;
+	}
+	xt_mac("wa", mac_wa);
+	xt_mac("wb", mac_wb);
+	pk = xt_packet_socket("wa", 200);
+	/* Past the qdisc: its queue is then its CPU's (through it, the flow's hash). */
+	if (pk < 0 || setsockopt(pk, SOL_PACKET, PACKET_QDISC_BYPASS, &(int){ 1 }, sizeof(int)) ||
+	    asyncpool_xdp_create(pool, NULL, &x))
+		bail_out("two queues: a packet socket past the qdisc and a UMEM");
+	for (uint32_t i = 0; i < 2; i++) {
+		so.queue = i;
+		rc = asyncpool_xsk_open(x, &so, &q[i]);
+		is_int(rc, 0, "two queues: a socket on wb queue %u, one UMEM", i);
+		if (rc)
+			bail_out("asyncpool_xsk_open(vf, %u): %s", i, strerror(-rc));
+	}
+	asyncpool_xsk_stats(q[1], &st);
+	ok(st.shared_umem == 1 && st.queue == 1, "two queues: the second shares the first's UMEM");
+	for (int cpu = 0; cpu < 2; cpu++) {
+		unsigned int got[2];
+
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		if (sched_setaffinity(0, sizeof(one), &one))
+			bail_out("sched_setaffinity");
+		for (uint32_t i = 0; i < 200; i++)
+			if (xt_send(pk, mac_wb, mac_wa, i))
+				bail_out("send from wa");
+		sched_setaffinity(0, sizeof(old), &old);
+		got[cpu] = recv_ours(q[cpu], 200);
+		got[!cpu] = recv_ours(q[!cpu], 1);
+		ok(got[cpu] == 200 && got[!cpu] == 0,
+		   "two queues: 200 frames sent from CPU %d: %u on queue %d, %u on queue %d", cpu,
+		   got[cpu], cpu, got[!cpu], !cpu);
+	}
+	is_int(asyncpool_xsk_close(q[1]), 0, "two queues: close queue 1");
+	is_int(asyncpool_xsk_close(q[0]), 0, "two queues: close queue 0");
+	is_int(asyncpool_xdp_destroy(x), 0, "two queues: destroy the UMEM");
+	close(pk);
+}
+
 static void test_receive(struct asyncpool *pool, struct asyncpool_xsk *s, uint32_t n)
 {
 	int pk = xt_packet_socket("va", 200);
@@ -662,6 +752,7 @@ int main(void)
 	}
 	is_int(asyncpool_xsk_close(a), 0, "close the first");
 	is_int(asyncpool_xdp_destroy(x), 0, "destroy the UMEM");
+	test_queues(pool);
 out:
 	is_int(asyncpool_available(pool), FRAMES, "every frame back in the pool");
 	is_int(asyncpool_check(pool), 0, "the pool checks");

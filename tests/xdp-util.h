@@ -76,7 +76,7 @@ static inline int xt_veth_queues(const char *a, const char *b, unsigned n, char 
 
 	snprintf(cmd, sizeof(cmd),
 		 "ip link add %s numtxqueues %u numrxqueues %u type veth peer name %s "
-		 "numtxqueues %u numrxqueues %u 2>/dev/null && ip link set %s up && ip link set %s up",
+		 "numtxqueues %u numrxqueues %u 2>/dev/null && ip link set dev %s up && ip link set dev %s up",
 		 a, n, n, b, n, n, a, b);
 	if (system(cmd)) {
 		snprintf(why, len, "no veth pair with %u queues (%.200s)", n, cmd);
