@@ -46,6 +46,7 @@
 #ifdef ASYNCPOOL_TEST_HOOKS
 unsigned int (*ap_xdp_test_rx)(struct asyncpool_xsk *s, struct xdp_desc *d, unsigned int n);
 unsigned int (*ap_xdp_test_comp)(struct asyncpool_xsk *s, uint64_t *addr, unsigned int n);
+void (*ap_xdp_test_hook_point)(enum ap_xdp_point p);
 #endif
 
 #ifdef HAVE_XDP
@@ -70,6 +71,7 @@ unsigned int (*ap_xdp_test_comp)(struct asyncpool_xsk *s, uint64_t *addr, unsign
 #define XDP_OPTS_V1   sizeof(struct asyncpool_xdp_options)
 #define XSK_OPTS_V1   sizeof(struct asyncpool_xsk_options)
 #define XSK_STATS_V1  sizeof(struct asyncpool_xsk_stats)
+#define XDP_PLACES_V1 sizeof(struct asyncpool_xdp_places)
 #define XSK_RING_DEFAULT 2048u
 #define XSK_RING_MAX     (1u << 16)
 #define XSK_BATCH_DEFAULT 64u
@@ -169,13 +171,12 @@ static inline void place_set(struct asyncpool_xdp *x, uint32_t idx, uint32_t v)
 }
 
 /* The frame of UMEM address a, with its offset in the frame: false if outside. */
-static inline bool frame_of(const struct asyncpool_xdp *x, uint64_t a, uint32_t *idx,
-			    uint32_t *off)
+static inline bool frame_of(const struct ap_xgeom x, uint64_t a, uint32_t *idx, uint32_t *off)
 {
-	if (a >= x->umem_len)
+	if (a >= x.umem_len)
 		return false;
-	*idx = (uint32_t)(a >> x->frame_shift);
-	*off = (uint32_t)(a & (x->frame_size - 1));
+	*idx = (uint32_t)(a >> x.frame_shift);
+	*off = (uint32_t)(a & (x.frame_size - 1));
 	return true;
 }
 
@@ -231,10 +232,10 @@ AP_EXPORT int asyncpool_xdp_create(struct asyncpool *pool, const struct asyncpoo
 	x->pool = pool;
 	x->region = asyncpool_region_ref(r);
 	x->base = asyncpool_region_base(r);
-	x->frame_size = (uint32_t)fs;
-	x->frame_shift = (uint32_t)__builtin_ctzll(fs);
+	x->geom.frame_size = (uint32_t)fs;
+	x->geom.frame_shift = (uint32_t)__builtin_ctzll(fs);
 	x->count = count;
-	x->umem_len = (uint64_t)fs * count;
+	x->geom.umem_len = (uint64_t)fs * count;
 	x->headroom = o.headroom;
 	x->owner_fd = -1;
 	*out = x;
@@ -291,8 +292,8 @@ static int xsk_build(struct asyncpool_xsk *s, uint32_t ring, uint16_t bind_flags
 
 		memset(&mr, 0, sizeof(mr));
 		mr.addr = (uintptr_t)x->base;
-		mr.len = x->umem_len;
-		mr.chunk_size = x->frame_size;
+		mr.len = x->geom.umem_len;
+		mr.chunk_size = x->geom.frame_size;
 		mr.headroom = x->headroom;
 		if (setsockopt(fd, SOL_XDP, XDP_UMEM_REG, &mr, sizeof(mr)))
 			goto fail_errno;
@@ -384,13 +385,53 @@ static int prog_xsk_map(int prog)
 	return rc;
 }
 
+/*
+ * The XSKMAP of libxdp's default program attached alone on ifindex
+ * (native or generic mode), asked of the kernel through libbpf; -ENOENT
+ * if none is.  (libxdp 1.3's xdp_multiprog__close() leaves the fd of
+ * such a program open: asked this way, nothing stays open.)
+ */
+static int default_map_alone(int ifindex)
+{
+	LIBBPF_OPTS(bpf_xdp_query_opts, q);
+	uint32_t ids[2];
+	int rc = -ENOENT;
+
+	if (bpf_xdp_query(ifindex, 0, &q))
+		return -ENOENT;
+	ids[0] = q.drv_prog_id;
+	ids[1] = q.skb_prog_id;
+	for (int i = 0; i < 2 && rc < 0; i++) {
+		struct bpf_prog_info info;
+		uint32_t len = sizeof(info);
+		int fd;
+
+		if (!ids[i])
+			continue;
+		fd = bpf_prog_get_fd_by_id(ids[i]);
+		if (fd < 0)
+			continue;
+		memset(&info, 0, sizeof(info));
+		if (!bpf_obj_get_info_by_fd(fd, &info, &len) &&
+		    !strncmp(info.name, AP_XSK_DEF_PROGRAM, sizeof(info.name)))
+			rc = prog_xsk_map(fd);
+		close(fd);
+	}
+	return rc;
+}
+
 /* The XSKMAP of libxdp's default program on ifindex, if it is attached there. */
 static int default_map_attached(int ifindex)
 {
-	struct xdp_multiprog *mp = xdp_multiprog__get_from_ifindex(ifindex);
+	struct xdp_multiprog *mp;
 	struct xdp_program *p = NULL;
-	int rc = -ENOENT;
+	int rc = default_map_alone(ifindex);
 
+	if (rc >= 0)
+		return rc;
+	/* libxdp's dispatcher, with the default program among its programs. */
+	rc = -ENOENT;
+	mp = xdp_multiprog__get_from_ifindex(ifindex);
 	if (!mp || libxdp_get_error(mp))
 		return -ENOENT;
 	if (xdp_multiprog__is_legacy(mp)) {
@@ -669,7 +710,7 @@ static int refill_locked(struct asyncpool_xsk *s, unsigned int max)
 	if (!learn_release(x))
 		max = 0;
 	while (done < max) {
-		uint32_t room = ring_prod_free(&s->fill, 1), n, at;
+		uint32_t room = ring_prod_free(&s->fill, s->fill_batch), n, at;
 		int rc;
 
 		n = max - done;
@@ -677,7 +718,12 @@ static int refill_locked(struct asyncpool_xsk *s, unsigned int max)
 			n = room;
 		if (n > s->fill_batch)
 			n = s->fill_batch;
-		if (!n)
+		/*
+		 * Whole batches only (unless the caller asked for less): a
+		 * ring with less room than a batch is far from starving, and
+		 * a batch costs the pool what a frame does.
+		 */
+		if (!n || (n < s->fill_batch && n < max - done))
 			break;
 		/* All or nothing: halve until the pool has them. */
 		while ((rc = asyncpool_acquire_tokens(x->pool, toks, n)) == -ENOBUFS && n > 1)
@@ -688,14 +734,22 @@ static int refill_locked(struct asyncpool_xsk *s, unsigned int max)
 		}
 		if (rc < 0)
 			return done ? (int)done : rc;
+		AP_XDP_KILL_AT(AP_XTP_FILL_LEASED);
 		at = s->fill.cached_prod;
-		for (uint32_t i = 0; i < n; i++) {
-			uint32_t idx = (uint32_t)toks[i];
+		{
+			const uint32_t shift = x->geom.frame_shift, mask = s->fill.mask;
+			const uint32_t mine = AP_XP_MAKE(AP_XP_FILL, s->slot);
+			uint64_t *const tok = x->tok;
 
-			x->tok[idx] = toks[i];
-			place_set(x, idx, AP_XP_MAKE(AP_XP_FILL, s->slot));
-			ring[(at + i) & s->fill.mask] = (uint64_t)idx << x->frame_shift;
+			for (uint32_t i = 0; i < n; i++) {
+				uint32_t idx = (uint32_t)toks[i];
+
+				tok[idx] = toks[i];
+				place_set(x, idx, mine);
+				ring[(at + i) & mask] = (uint64_t)idx << shift;
+			}
 		}
+		AP_XDP_KILL_AT(AP_XTP_FILL_WRITTEN);
 		ring_prod_submit(&s->fill, n);
 		AP_XCNT_ADD(s->in_fill, n);
 		done += n;
@@ -725,26 +779,49 @@ static void xsk_kick(struct asyncpool_xsk *s, bool tx)
 		(void)recvfrom(s->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
 }
 
-static unsigned int rx_peek(struct asyncpool_xsk *s, struct xdp_desc *d, unsigned int n)
+/*
+ * Up to n descriptors of the rx ring, read in place: the i-th at
+ * (*ring)[(*base + i) & *mask], until rx_release() gives them back to
+ * the kernel (which does not write them before).  No copy.
+ */
+static unsigned int rx_peek(struct asyncpool_xsk *s, struct xdp_desc *fake, unsigned int n,
+			    const struct xdp_desc **ring, uint32_t *base, uint32_t *mask)
 {
-	struct xdp_desc *ring = s->rx.desc;
-	uint32_t k;
+#ifdef ASYNCPOOL_TEST_HOOKS
+	if (ap_xdp_test_rx) {
+		*ring = fake;
+		*base = 0;
+		*mask = UINT32_MAX;
+		return ap_xdp_test_rx(s, fake, n);
+	}
+#else
+	(void)fake;
+#endif
+	*ring = s->rx.desc;
+	*base = s->rx.cached_cons;
+	*mask = s->rx.mask;
+	return ring_cons_peek(&s->rx, n);
+}
 
+static void rx_release(struct asyncpool_xsk *s, unsigned int k)
+{
 #ifdef ASYNCPOOL_TEST_HOOKS
 	if (ap_xdp_test_rx)
-		return ap_xdp_test_rx(s, d, n);
+		return;
 #endif
-	k = ring_cons_peek(&s->rx, n);
-	for (uint32_t i = 0; i < k; i++)
-		d[i] = ring[(s->rx.cached_cons + i) & s->rx.mask];
 	ring_cons_release(&s->rx, k);
-	return k;
 }
 
 AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease *leases,
 				 unsigned int n)
 {
-	struct xdp_desc d[XSK_BATCH_MAX];
+#ifdef ASYNCPOOL_TEST_HOOKS
+	struct xdp_desc fake[XSK_BATCH_MAX];
+#else
+	struct xdp_desc *fake = NULL;
+#endif
+	const struct xdp_desc *ring;
+	uint32_t base, mask;
 	struct asyncpool_xdp *x;
 	unsigned int got = 0, k, taken = 0;
 	uint64_t bad[XSK_BATCH_MAX];
@@ -756,31 +833,50 @@ AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease
 	if (n > XSK_BATCH_MAX)
 		n = XSK_BATCH_MAX;
 	ap_xlock(&s->rx_lock);
-	k = rx_peek(s, d, n);
-	for (unsigned int i = 0; i < k; i++) {
-		uint32_t idx, off;
+	k = rx_peek(s, fake, n, &ring, &base, &mask);
+	if (k)
+		AP_XDP_KILL_AT(AP_XTP_RX_TAKEN);
+	{
+		/* In locals: a store to leases[] may alias x's fields, and reload them. */
+		const struct ap_xgeom g = x->geom;
+		const uint32_t mine = AP_XP_MAKE(AP_XP_FILL, s->slot);
+		struct asyncpool_region *const region = x->region;
+		void (*const rel_fn)(void *ctx, uint32_t buffer_index) = x->rel_fn;
+		void *const rel_ctx = x->rel_ctx;
+		const uint64_t *const tok = x->tok;
+		uint64_t refused = 0;
 
-		if (!frame_of(x, d[i].addr, &idx, &off) ||
-		    place_get(x, idx) != AP_XP_MAKE(AP_XP_FILL, s->slot)) {
-			AP_XCNT_ADD(s->refused_rx, 1); /* not a frame we gave: never handed out */
-			continue;
+		for (unsigned int i = 0; i < k; i++) {
+			const struct xdp_desc *d = &ring[(base + i) & mask];
+			const uint64_t a = d->addr;
+			const uint32_t len = d->len;
+			uint32_t idx, off;
+
+			if (!frame_of(g, a, &idx, &off) ||
+			    place_get(x, idx) != mine) {
+				refused++;      /* not a frame we gave: never handed out */
+				continue;
+			}
+			place_set(x, idx, 0);
+			taken++;
+			if ((uint64_t)off + len > g.frame_size || !rel_fn) {
+				refused++;      /* our frame, a bad length: back to the pool */
+				bad[nbad++] = tok[idx];
+				continue;
+			}
+			leases[got] = (struct asyncpool_lease){
+				.span = { .region = region, .offset = (size_t)a, .length = len },
+				.release = { .fn = rel_fn, .ctx = rel_ctx },
+				.buffer_index = idx,
+				.generation = (uint32_t)(tok[idx] >> 32),
+			};
+			got++;
+			AP_XDP_KILL_AT(AP_XTP_RX_LEASED);
 		}
-		place_set(x, idx, 0);
-		taken++;
-		if ((uint64_t)off + d[i].len > x->frame_size || !x->rel_fn) {
-			AP_XCNT_ADD(s->refused_rx, 1); /* our frame, a bad length: back to the pool */
-			bad[nbad++] = x->tok[idx];
-			continue;
-		}
-		leases[got].span.region = x->region;
-		leases[got].span.offset = (size_t)d[i].addr;
-		leases[got].span.length = d[i].len;
-		leases[got].release.fn = x->rel_fn;
-		leases[got].release.ctx = x->rel_ctx;
-		leases[got].buffer_index = idx;
-		leases[got].generation = (uint32_t)(x->tok[idx] >> 32);
-		got++;
+		if (refused)
+			AP_XCNT_ADD(s->refused_rx, refused);
 	}
+	rx_release(s, k);
 	AP_XCNT_ADD(s->received, got);
 	AP_XCNT_ADD(s->in_fill, -(uint64_t)taken);
 	if (nbad)
@@ -820,10 +916,12 @@ static int complete_locked(struct asyncpool_xsk *s, bool kick)
 	for (unsigned int round = 0; round <= s->comp.size / XSK_BATCH_MAX; round++) {
 		unsigned int k = comp_peek(s, a, XSK_BATCH_MAX), n = 0;
 
+		if (k)
+			AP_XDP_KILL_AT(AP_XTP_COMP_TAKEN);
 		for (unsigned int i = 0; i < k; i++) {
 			uint32_t idx, off;
 
-			if (!frame_of(x, a[i], &idx, &off) ||
+			if (!frame_of(x->geom, a[i], &idx, &off) ||
 			    place_get(x, idx) != AP_XP_MAKE(AP_XP_TX, s->slot)) {
 				AP_XCNT_ADD(s->refused_comp, 1);
 				continue;
@@ -831,8 +929,10 @@ static int complete_locked(struct asyncpool_xsk *s, bool kick)
 			place_set(x, idx, 0);
 			toks[n++] = x->tok[idx];
 		}
-		if (n)
+		if (n) {
 			(void)asyncpool_release_tokens(x->pool, toks, n);
+			AP_XDP_KILL_AT(AP_XTP_COMP_RELEASED);
+		}
 		AP_XCNT_ADD(s->in_tx, -(uint64_t)n);
 		AP_XCNT_ADD(s->completed, n);
 		total += n;
@@ -863,9 +963,9 @@ static bool lease_sendable(const struct asyncpool_xdp *x, const struct asyncpool
 	uint32_t idx, off;
 
 	return l->span.region == x->region && l->generation && l->span.length &&
-	       l->buffer_index < x->count && l->span.offset <= x->umem_len &&
-	       frame_of(x, l->span.offset, &idx, &off) && idx == l->buffer_index &&
-	       (uint64_t)off + l->span.length <= x->frame_size && !place_get(x, idx);
+	       l->buffer_index < x->count && l->span.offset <= x->geom.umem_len &&
+	       frame_of(x->geom, l->span.offset, &idx, &off) && idx == l->buffer_index &&
+	       (uint64_t)off + l->span.length <= x->geom.frame_size && !place_get(x, idx);
 }
 
 AP_EXPORT int asyncpool_xsk_send(struct asyncpool_xsk *s, struct asyncpool_lease *leases,
@@ -891,6 +991,8 @@ AP_EXPORT int asyncpool_xsk_send(struct asyncpool_xsk *s, struct asyncpool_lease
 							     memory_order_relaxed))
 			goto refuse;
 	}
+	if (n)
+		AP_XDP_KILL_AT(AP_XTP_TX_CHECKED);
 	ap_xlock(&s->tx_lock);
 	(void)complete_locked(s, false);      /* the send kicks */
 	room = ring_prod_free(&s->tx, n);
@@ -913,9 +1015,13 @@ AP_EXPORT int asyncpool_xsk_send(struct asyncpool_xsk *s, struct asyncpool_lease
 		/* Handed over: the caller's lease is spent (a release of it does nothing). */
 		memset(&leases[i], 0, sizeof(leases[i]));
 	}
+	if (n)
+		AP_XDP_KILL_AT(AP_XTP_TX_WRITTEN);
 	ring_prod_submit(&s->tx, n);
 	AP_XCNT_ADD(s->in_tx, n);
 	AP_XCNT_ADD(s->sent, n);
+	if (n)
+		AP_XDP_KILL_AT(AP_XTP_TX_SUBMITTED);
 	if (n && (ring_needs_wakeup(&s->tx) || s->mode == ASYNCPOOL_XSK_MODE_COPY))
 		xsk_kick(s, true);
 	ap_xunlock(&s->tx_lock);
@@ -955,6 +1061,79 @@ AP_EXPORT int asyncpool_xsk_stats(const struct asyncpool_xsk *s, struct asyncpoo
 	return 0;
 }
 
+/* Entries of a ring between the two indices, as read now: at most its size. */
+static uint32_t ring_between(const struct ap_xring *r)
+{
+	uint32_t n = atomic_load_explicit(r->prod, memory_order_acquire) -
+		     atomic_load_explicit(r->cons, memory_order_acquire);
+
+	return n > r->size ? r->size : n;
+}
+
+static uint32_t take_at_most(uint32_t *from, uint32_t n)
+{
+	if (n > *from)
+		n = *from;
+	*from -= n;
+	return n;
+}
+
+AP_EXPORT int asyncpool_xdp_places(const struct asyncpool_xdp *x, struct asyncpool_xdp_places *out)
+{
+	struct asyncpool_xdp_places pl;
+	uint32_t fill_all = 0, tx_all = 0, rest;
+	uint32_t in_fill_ring = 0, in_rx_ring = 0, in_tx_ring = 0, in_comp_ring = 0;
+	size_t sz, avail;
+
+	if (!x || !out || out->size < XDP_PLACES_V1 || out->size > AP_STRUCT_SIZE_MAX)
+		return -EINVAL;
+	sz = out->size;
+	memset(&pl, 0, sizeof(pl));
+	pl.size = sz;
+	pl.capacity = x->count;
+	/* Where place[] says: in a socket's fill or rx side, tx side, or a send's. */
+	for (uint32_t i = 0; i < x->count; i++) {
+		uint32_t p = place_get(x, i);
+
+		if (AP_XP_KIND(p) == AP_XP_FILL)
+			fill_all++;
+		else if (AP_XP_KIND(p) == AP_XP_TX)
+			tx_all++;
+		else if (AP_XP_KIND(p) == AP_XP_CHECKED)
+			pl.moving++;
+	}
+	/* Which ring, from the indices the kernel and we publish. */
+	pthread_mutex_lock((pthread_mutex_t *)&x->lock);
+	for (unsigned int i = 0; i < AP_XSK_MAX; i++) {
+		const struct asyncpool_xsk *s = x->sockets[i];
+
+		if (!s)
+			continue;
+		pl.sockets++;
+		in_fill_ring += ring_between(&s->fill);
+		in_rx_ring += ring_between(&s->rx);
+		in_tx_ring += ring_between(&s->tx);
+		in_comp_ring += ring_between(&s->comp);
+	}
+	pthread_mutex_unlock((pthread_mutex_t *)&x->lock);
+	/* A snapshot while frames move: each part bounded by what place[] counted. */
+	rest = fill_all;
+	pl.fill = take_at_most(&rest, in_fill_ring);
+	pl.rx = take_at_most(&rest, in_rx_ring);
+	pl.kernel_rx = rest;
+	rest = tx_all;
+	pl.tx = take_at_most(&rest, in_tx_ring);
+	pl.completion = take_at_most(&rest, in_comp_ring);
+	pl.kernel_tx = rest;
+	avail = asyncpool_available(x->pool);
+	rest = x->count - fill_all - tx_all - pl.moving;
+	pl.free = take_at_most(&rest, avail > UINT32_MAX ? UINT32_MAX : (uint32_t)avail);
+	pl.leased = rest;
+	memset(out, 0, sz);
+	memcpy(out, &pl, XDP_PLACES_V1);
+	return 0;
+}
+
 #else /* !HAVE_XDP: built without libxdp and libbpf */
 
 AP_EXPORT int asyncpool_xdp_create(struct asyncpool *pool, const struct asyncpool_xdp_options *opts,
@@ -987,6 +1166,11 @@ AP_EXPORT int asyncpool_xsk_send(struct asyncpool_xsk *s, struct asyncpool_lease
 				 unsigned int n) { return -EOPNOTSUPP; }
 AP_EXPORT int asyncpool_xsk_complete(struct asyncpool_xsk *s) { return -EOPNOTSUPP; }
 AP_EXPORT int asyncpool_xsk_stats(const struct asyncpool_xsk *s, struct asyncpool_xsk_stats *out)
+{
+	return -EOPNOTSUPP;
+}
+
+AP_EXPORT int asyncpool_xdp_places(const struct asyncpool_xdp *x, struct asyncpool_xdp_places *out)
 {
 	return -EOPNOTSUPP;
 }

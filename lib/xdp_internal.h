@@ -72,12 +72,18 @@ static inline void ap_xunlock(_Atomic uint32_t *l)
 
 struct asyncpool_xsk;
 
+/* A UMEM's geometry, passed by value: a store through a lease cannot alias it. */
+struct ap_xgeom {
+	uint64_t umem_len;
+	uint32_t frame_size, frame_shift;
+};
+
 struct asyncpool_xdp {
 	struct asyncpool        *pool;
 	struct asyncpool_region *region;    /* a reference */
 	char     *base;                     /* the UMEM: the region's memory */
-	uint64_t  umem_len;
-	uint32_t  frame_size, frame_shift, count, headroom;
+	struct ap_xgeom geom;               /* the UMEM's length, its frames' size */
+	uint32_t  count, headroom;
 	uint64_t *tok;                      /* [count]: the token of a frame a socket holds */
 	_Atomic uint32_t *place;            /* [count]: AP_XP_MAKE(), or 0 */
 	/* A pool lease's release callback, for received frames' leases. */
@@ -104,6 +110,35 @@ struct asyncpool_xsk {
 	_Atomic uint64_t received, refused_rx, fill_empty, in_fill;      /* rx_lock */
 	_Atomic uint64_t sent, completed, refused_comp, in_tx, wakeups;  /* tx_lock */
 };
+
+/*
+ * Kill points of the AF_XDP steps (since 1.11): where a process of a
+ * shared pool may die between taking a frame from the pool and handing
+ * it to a ring, between taking it off a ring and handing it on.
+ * tests/test-xdp-crash kills a child at the k-th pass of each and gets
+ * every frame back; it reads lib/xdp.c and fails for a point it does
+ * not know or no longer finds (HACKING.md, "Adding a kill point").
+ * Apart from freelist.h's: they need root, a netns and XDP to reach.
+ */
+enum ap_xdp_point {
+	AP_XTP_FILL_LEASED,     /* a refill leased its batch, before any descriptor */
+	AP_XTP_FILL_WRITTEN,    /* a refill wrote its descriptors, before it submits them */
+	AP_XTP_RX_TAKEN,        /* a receive read descriptors in the rx ring, before its leases */
+	AP_XTP_RX_LEASED,       /* a receive made one lease of a frame, before the next */
+	AP_XTP_TX_CHECKED,      /* a send marked its leases CHECKED, before the tx ring */
+	AP_XTP_TX_WRITTEN,      /* a send wrote its descriptors, before it submits them */
+	AP_XTP_TX_SUBMITTED,    /* a send submitted its descriptors, before its kick */
+	AP_XTP_COMP_TAKEN,      /* a reap took addresses off the completion ring, before the pool */
+	AP_XTP_COMP_RELEASED,   /* a reap gave its frames back to the pool, before its counters */
+	AP_XTP_COUNT
+};
+
+#ifdef ASYNCPOOL_TEST_HOOKS
+extern void (*ap_xdp_test_hook_point)(enum ap_xdp_point p);
+#define AP_XDP_KILL_AT(p) do { if (ap_xdp_test_hook_point) ap_xdp_test_hook_point(p); } while (0)
+#else
+#define AP_XDP_KILL_AT(p) do { } while (0)
+#endif
 
 #ifdef ASYNCPOOL_TEST_HOOKS
 /* The kernel's side faked: descriptors in place of the rx or completion ring's. */

@@ -43,9 +43,9 @@ chan-latency chan-2proc-1 chan-2proc-32 chan-wake-2proc chan-floor-line chan-flo
 chan-floor-ring-1 chan-floor-ring-32 chan-floor-slots-1 chan-floor-slots-32
 chan-floor-words-1 chan-floor-words-32
 reclaim-latency contend-spin contend-wait contend-baseline handoff-2proc-spin handoff-2proc-wait wrap wrap-cached
-wrap-shared wrap-shared-cached mutex-baseline
+wrap-shared wrap-shared-cached xdp-rxdrop xdp-fwd xdp-rxdrop-2q mutex-baseline
 mutex-baseline-threads cas2-baseline handoff-queue-baseline"
-echo "1..33"
+echo "1..38"
 
 check "asyncpool without a command" 2 "$tool"
 check "asyncpool with an unknown command" 2 "$tool" frobnicate
@@ -79,9 +79,10 @@ case ${ASYNCPOOL_SANITIZER_CFLAGS:-} in
 *)
 check "bench --json, tiny" 0 "$tool" bench --json --threads 2 --ops 256 --reps 1 --buffers 64
 tr '{' '\n' < "$tmp/out" | sed -n 's/^"name":"\([^"]*\)".*/\1/p' > "$tmp/json"
-# shared-2proc may be refused by the machine; every other case is there
-grep -v '^shared-2proc' "$tmp/cases" > "$tmp/local"
-grep -v '^shared-2proc' "$tmp/json" > "$tmp/json-local"
+# shared-2proc may be refused by the machine, xdp-* need root, a netns
+# and XDP; every other case is there
+grep -v '^shared-2proc\|^xdp-' "$tmp/cases" > "$tmp/local"
+grep -v '^shared-2proc\|^xdp-' "$tmp/json" > "$tmp/json-local"
 is "bench --json has every case, in order" cmp -s "$tmp/local" "$tmp/json-local"
 is "bench --json: one object with the keys of asyncpool(1)" \
 	grep -q '^{"library":"libasyncpool","version":"[^"]*","repetitions":1,"ops_per_thread":256,"cpus":[0-9]*,"results":\[{"name":"pool","threads":1,"ns_per_op":[0-9.]*,"mops_per_s":[0-9.]*,"ns_per_op_min":[0-9.]*,"ns_per_op_max":[0-9.]*,"mops_per_s_min":[0-9.]*,"mops_per_s_max":[0-9.]*},' "$tmp/out"
@@ -100,6 +101,33 @@ check "bench 'chan-*', tiny" 0 "$tool" bench --json --ops 400 --reps 2 'chan-*'
 tr '{' '\n' < "$tmp/out" | grep -c '^"name":"chan-[a-z0-9-]*","threads":2,.*"mops_per_s_max":[0-9.]*\(,"p999_ns":[0-9.]*,"round_trips":[0-9.]*\)\{0,1\}}' > "$tmp/nchan"
 is "bench 'chan-*': twelve rows, four with p999_ns" \
 	sh -c 'test "$(cat "$1")" = 12 && test "$(grep -o "\"p999_ns\"" "$2" | wc -l)" = 4' sh "$tmp/nchan" "$tmp/out"
+# demo --xdp (root, a netns, a veth, XDP): every frame received and checked,
+# 64 sent back out and completed, all back; SKIPPED with the reason elsewhere
+check "demo --xdp" 0 "$tool" demo --xdp --ops 500
+if [ "$(tail -n 1 "$tmp/out")" = SKIPPED ]; then
+	n=$((n + 1)); echo "ok $n # SKIP demo --xdp: $(tail -n 1 "$tmp/err")"
+else
+	is "demo --xdp: 500 of 500 received, 0 wrong, 64 completed, every frame back, ok" \
+		sh -c 'grep -q "^500 of 500 frames received as leases, every byte checked: 0 wrong" "$1" &&
+		       grep -q "^64 sent, 64 completed" "$1" &&
+		       grep -q "^socket closed: 1024 of 1024 frames in the pool" "$1" &&
+		       grep -q "^completions reaped: .* leased   0 | tx   0  kernel   0  completion   0 " "$1" &&
+		       test "$(tail -n 1 "$1")" = ok' sh "$tmp/out"
+fi
+# the AF_XDP cases (root, a netns, a veth, XDP): both rows, with their ratio
+# against the frame stack and the pool's cost a frame; a skip says why
+"$tool" bench --json --ops 100000 --reps 1 'xdp-*' > "$tmp/out" 2> "$tmp/err"
+xrc=$?
+if [ $xrc -eq 0 ] && grep -q 'xdp-[a-z]*: skipped: ' "$tmp/err"; then
+	for i in 1 2 3; do n=$((n + 1)); echo "ok $n # SKIP bench 'xdp-*': $(grep -m1 -o 'skipped: .*' "$tmp/err")"; done
+else
+	n=$((n + 1))
+	if [ $xrc -eq 0 ]; then echo "ok $n - bench 'xdp-*', tiny: exit 0"; else echo "not ok $n - bench 'xdp-*', tiny: exit $xrc"; sed 's/^/# /' "$tmp/err"; fi
+	tr '{' '\n' < "$tmp/out" | grep -c '^"name":"xdp-\(rxdrop\|fwd\)","threads":1,.*"pool_vs_plain_pct":[0-9.]*,"pool_cost_ns":-\{0,1\}[0-9.]*}' > "$tmp/nxdp"
+	is "bench 'xdp-*': two rows with pool_vs_plain_pct and pool_cost_ns" test "$(cat "$tmp/nxdp")" = 2
+	is "bench 'xdp-*': xdp-rxdrop-2q, two threads, with vs_1t_pct and queue1_pct" \
+		grep -q '{"name":"xdp-rxdrop-2q","threads":2,.*"vs_1t_pct":[0-9.]*,"queue1_pct":[0-9.]*}' "$tmp/out"
+fi
 sed -n '/^\.SH EXIT STATUS/,/^\.SH /p' "$man1" | grep '^\.B [0-9]$' | tr -d '\n' > "$tmp/status"
 is "asyncpool(1) EXIT STATUS lists 0, 1 and 2" test "$(cat "$tmp/status")" = ".B 0.B 1.B 2"
 

@@ -17,17 +17,35 @@
  *
  * ASYNCPOOL_XDP_KILLS rounds (default 10; make check-long: 1000).  The
  * figures (frames held at death, time until all were back) go to the
- * diagnostics.  SKIPs without root, netns, veth or XDP.
+ * diagnostics.
+ *
+ * Then the kill points of the AF_XDP steps (lib/xdp_internal.h, enum
+ * ap_xdp_point; since 1.11): a child in the loop of "random" kills
+ * itself at the k-th pass (k = 1, 3) of each point: a refill that leased
+ * its batch or wrote its descriptors, a receive that read descriptors
+ * in the rx ring or made one lease, a send that marked its leases or
+ * wrote or submitted its descriptors, a reap that took addresses off
+ * the completion ring or gave them to the pool.  In its last breath it
+ * lists the frames it had given to a ring or was moving (place[] not
+ * 0); after the parent's first reclaim none of them may be FREE before
+ * the quarantine (the kernel may still write or read them), and after
+ * it every frame must be back, asyncpool_check() clean.  Every point
+ * must be reached, and the points this test knows must be exactly the
+ * AP_XDP_KILL_AT() calls in lib/xdp.c.
+ *
+ * SKIPs without root, netns, veth or XDP.
  */
 #include "config.h"
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 
 #include <asyncpool.h>
-#include "tap.h"
-#include "testutil.h"
+#include "hooks.h"
+#include "layout-util.h"
+#include "../lib/xdp_internal.h"
 #include "xdp-util.h"
 
 #define FRAMES   4096u
@@ -35,8 +53,47 @@
 #define RING     1024u
 #define QUARANTINE_MS 100u
 
-enum mode { M_FILL, M_LEASED, M_TX, M_COMP, M_RANDOM, M_COUNT };
-static const char *const mode_names[M_COUNT] = { "fill", "leased", "tx", "completion", "random" };
+enum mode { M_FILL, M_LEASED, M_TX, M_COMP, M_RANDOM, M_COUNT, M_POINT = M_COUNT };
+static const char *const mode_names[M_COUNT + 1] = { "fill", "leased", "tx", "completion", "random",
+						     "kill point" };
+
+/* The kill points, in the enum's order (lib/xdp_internal.h). */
+static const char *const xnames[] = {
+	"AP_XTP_FILL_LEASED", "AP_XTP_FILL_WRITTEN", "AP_XTP_RX_TAKEN", "AP_XTP_RX_LEASED",
+	"AP_XTP_TX_CHECKED", "AP_XTP_TX_WRITTEN", "AP_XTP_TX_SUBMITTED", "AP_XTP_COMP_TAKEN",
+	"AP_XTP_COMP_RELEASED",
+};
+_Static_assert(sizeof(xnames) / sizeof(xnames[0]) == AP_XTP_COUNT,
+	       "a name for every kill point of enum ap_xdp_point");
+#define KILL_KS 2
+static const unsigned kill_ks[KILL_KS] = { 1, 3 };
+
+/*
+ * What a child killed at a point says in its last breath (a shared
+ * mapping made before the fork): the point + 1, and the frames it held
+ * in a ring or between a ring and the pool (place[] not 0).
+ */
+struct last_words {
+	uint32_t point;
+	uint32_t n;
+	uint32_t idx[FRAMES];
+};
+static struct last_words *words;
+static struct asyncpool_xdp *child_x;
+static enum ap_xdp_point kill_at;
+static unsigned kill_after, kill_seen;
+
+static void kill_hook(enum ap_xdp_point p)
+{
+	if (p != kill_at || ++kill_seen != kill_after)
+		return;
+	words->n = 0;
+	for (uint32_t i = 0; i < child_x->count && i < FRAMES; i++)
+		if (atomic_load_explicit(&child_x->place[i], memory_order_relaxed))
+			words->idx[words->n++] = i;
+	words->point = (uint32_t)p + 1;
+	raise(SIGKILL);
+}
 
 static uint8_t mac_va[6], mac_vb[6];
 
@@ -85,6 +142,10 @@ static void child(int shfd, enum mode m, int ready)
 	}
 	if (m == M_FILL)
 		die_here(ready);
+	if (m == M_POINT) {
+		child_x = x;
+		ap_xdp_test_hook_point = kill_hook;
+	}
 	if (m == M_RANDOM) {
 		char c = 1;
 
@@ -120,7 +181,7 @@ static void child(int shfd, enum mode m, int ready)
 				usleep(20000);     /* the kernel completes; nobody reaps */
 			die_here(ready);
 		}
-		if (m == M_RANDOM) {
+		if (m == M_RANDOM || m == M_POINT) {
 			/* Send half of what it holds, release a quarter, keep the rest. */
 			unsigned int half = nheld / 2, keep;
 			int sent = asyncpool_xsk_send(s, held, half);
@@ -143,6 +204,136 @@ static uint64_t ms_since(uint64_t t0)
 	return (now_ns() - t0) / 1000000u;
 }
 
+/* What one death showed. */
+struct outcome {
+	bool killed;                /* by SIGKILL */
+	bool at_point;              /* M_POINT: at the point asked */
+	unsigned long lost;         /* frames not back */
+	unsigned long early;        /* frames back before the quarantine that may not be */
+	unsigned long held;         /* frames held at death */
+	unsigned long ring_frames;  /* M_POINT: frames it had in a ring or between */
+	uint64_t back_ms;           /* until every frame was back */
+};
+
+/*
+ * One child, forked, killed (by itself where m says, or by us for
+ * M_RANDOM, or at the point of kill_at for M_POINT), then the reclaim
+ * until every frame is back or 10 s past the quarantine.
+ */
+static struct outcome one_death(struct asyncpool_shared *sp, int pk, enum mode m, unsigned int *seq)
+{
+	struct asyncpool *pool = asyncpool_shared_pool(sp);
+	struct outcome out = { 0 };
+	int ready[2], status;
+	size_t avail;
+	uint64_t t0;
+	bool dead = false;
+	char c;
+	pid_t pid;
+
+	if (pipe(ready))
+		bail_out("pipe");
+	memset(words, 0, sizeof(*words));
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		bail_out("fork");
+	if (pid == 0) {
+		close(ready[0]);
+		child(asyncpool_shared_fd(sp), m, ready[1]);
+		_exit(6);
+	}
+	close(ready[1]);
+	/* Frames to vb until the child says it is where it dies (or died). */
+	for (int burst = 0; burst < 20000 && !dead; burst++) {
+		for (int i = 0; i < 16; i++)
+			(void)xt_send(pk, mac_vb, mac_va, (*seq)++);
+		if (xt_wait(ready[0], 1)) {
+			if (read(ready[0], &c, 1) != 1)
+				dead = true;   /* it died before saying so (M_POINT: always) */
+			break;
+		}
+	}
+	if (m == M_RANDOM) {
+		/* Keep it busy, then kill it at a random moment. */
+		int bursts = 1 + rand() % 64;
+
+		for (int b = 0; b < bursts; b++)
+			for (int i = 0; i < 16; i++)
+				(void)xt_send(pk, mac_vb, mac_va, (*seq)++);
+		usleep((useconds_t)(rand() % 3000));
+		kill(pid, SIGKILL);
+	}
+	if (m == M_POINT && !dead)
+		kill(pid, SIGTERM);     /* never reached its point: not a kill at it */
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	close(ready[0]);
+	out.killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+	out.at_point = out.killed && words->point == (uint32_t)kill_at + 1;
+	if (!out.killed)
+		diag("%s: the child %s %d, not killed", mode_names[m],
+		     WIFEXITED(status) ? "exited" : "died of signal",
+		     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+	t0 = now_ns();
+	(void)asyncpool_reclaim(pool);
+	avail = asyncpool_available(pool);
+	out.held = FRAMES - avail;
+	if (ms_since(t0) < QUARANTINE_MS) {
+		/* The fill ring alone holds RING frames, leased: not before the quarantine. */
+		if (m != M_POINT && avail == FRAMES)
+			out.early = FRAMES;
+		/* Nothing it had given a ring, or was moving, is FREE yet. */
+		if (m == M_POINT && out.at_point)
+			for (uint32_t i = 0; i < words->n && i < FRAMES; i++)
+				if (words->idx[i] < FRAMES &&
+				    AP_W_KIND(atomic_load(layout_state(sp, words->idx[i]))) == AP_K_FREE)
+					out.early++;
+	}
+	out.ring_frames = words->n;
+	while (asyncpool_available(pool) != FRAMES && ms_since(t0) < QUARANTINE_MS + 10000) {
+		usleep(5000);
+		(void)asyncpool_reclaim(pool);
+	}
+	out.back_ms = ms_since(t0);
+	if (asyncpool_available(pool) != FRAMES || asyncpool_check(pool) != 0)
+		out.lost = FRAMES - asyncpool_available(pool) + (asyncpool_check(pool) != 0);
+	return out;
+}
+
+/* The AP_XDP_KILL_AT(name) calls in lib/xdp.c: in[p] per point; how many unknown. */
+static int scan_xdp_source(unsigned *in)
+{
+	const char *top = getenv("top_srcdir");
+	char path[4096], line[1024];
+	int unknown = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/lib/xdp.c", top ? top : ".");
+	f = fopen(path, "r");
+	if (!f)
+		bail_out("cannot read %s: set top_srcdir", path);
+	while (fgets(line, sizeof(line), f)) {
+		char *at = strstr(line, "AP_XDP_KILL_AT(");
+		int p;
+
+		if (!at)
+			continue;
+		at += strlen("AP_XDP_KILL_AT(");
+		for (p = 0; p < AP_XTP_COUNT; p++)
+			if (!strncmp(at, xnames[p], strlen(xnames[p])) && at[strlen(xnames[p])] == ')')
+				break;
+		if (p < AP_XTP_COUNT) {
+			in[p]++;
+		} else {
+			diag("lib/xdp.c: a kill point this test does not know: %s", at);
+			unknown++;
+		}
+	}
+	fclose(f);
+	return unknown;
+}
+
 int main(void)
 {
 	struct asyncpool_shared_options o;
@@ -150,11 +341,13 @@ int main(void)
 	struct asyncpool *pool;
 	unsigned long rounds = env_number("ASYNCPOOL_XDP_KILLS", 10);
 	unsigned long lost = 0, early = 0, slow = 0, failed = 0, held_total = 0;
+	unsigned in[AP_XTP_COUNT] = { 0 };
 	uint64_t worst_ms = 0;
+	unsigned int seq = 0;
 	char why[256];
 	int pk;
 
-	tap_watchdog(60 + (unsigned)(rounds * 2));
+	tap_watchdog(120 + (unsigned)(rounds * 2));
 #ifndef HAVE_XDP
 	skip_all("built without libxdp and libbpf (--without-xdp)");
 #endif
@@ -165,6 +358,9 @@ int main(void)
 	pk = xt_packet_socket("va", 50);
 	if (pk < 0)
 		skip_all("no AF_PACKET socket: %s", strerror(-pk));
+	words = mmap(NULL, sizeof(*words), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (words == MAP_FAILED)
+		bail_out("mmap");
 	shared_options(&o, FSIZE, FRAMES);
 	if (asyncpool_shared_create(&o, &sp))
 		bail_out("asyncpool_shared_create");
@@ -184,78 +380,26 @@ int main(void)
 		if (rc)
 			skip_all("no AF_XDP socket with an XDP program here: %s", strerror(-rc));
 	}
-	plan(4);
+	plan(4 + AP_XTP_COUNT * KILL_KS + 1 + AP_XTP_COUNT);
+	srand((unsigned)test_seed(55));
 	for (unsigned long r = 0; r < rounds; r++) {
 		enum mode m = (enum mode)(r % M_COUNT);
-		int ready[2], status;
-		unsigned int seq = 0;
-		size_t avail;
-		uint64_t t0;
-		bool dead = false;
-		char c;
-		pid_t pid;
+		struct outcome d = one_death(sp, pk, m, &seq);
 
-		if (pipe(ready))
-			bail_out("pipe");
-		fflush(stdout);
-		pid = fork();
-		if (pid < 0)
-			bail_out("fork");
-		if (pid == 0) {
-			close(ready[0]);
-			child(asyncpool_shared_fd(sp), m, ready[1]);
-			_exit(6);
-		}
-		close(ready[1]);
-		/* Frames to vb until the child says it is where it dies (or died). */
-		for (int burst = 0; burst < 20000 && !dead; burst++) {
-			for (int i = 0; i < 16; i++)
-				(void)xt_send(pk, mac_vb, mac_va, seq++);
-			if (xt_wait(ready[0], 1)) {
-				if (read(ready[0], &c, 1) != 1)
-					dead = true;   /* it died before saying so */
-				break;
-			}
-		}
-		if (m == M_RANDOM) {
-			/* Keep it busy, then kill it at a random moment. */
-			int bursts = 1 + rand() % 64;
-
-			for (int b = 0; b < bursts; b++)
-				for (int i = 0; i < 16; i++)
-					(void)xt_send(pk, mac_vb, mac_va, seq++);
-			usleep((useconds_t)(rand() % 3000));
-			kill(pid, SIGKILL);
-		}
-		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-			;
-		close(ready[0]);
-		if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL) {
+		if (!d.killed) {
 			failed++;
-			diag("round %lu (%s): the child exited %d, not killed", r, mode_names[m],
-			     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 			continue;
 		}
-		t0 = now_ns();
-		(void)asyncpool_reclaim(pool);
-		avail = asyncpool_available(pool);
-		held_total += FRAMES - avail;
-		/* The fill ring alone holds RING frames, leased: not before the quarantine. */
-		if (avail == FRAMES && ms_since(t0) < QUARANTINE_MS)
-			early++;
-		while (asyncpool_available(pool) != FRAMES && ms_since(t0) < QUARANTINE_MS + 10000) {
-			usleep(5000);
-			(void)asyncpool_reclaim(pool);
-		}
-		if (asyncpool_available(pool) != FRAMES) {
-			lost += FRAMES - asyncpool_available(pool);
-			diag("round %lu (%s): %zu frames not back", r, mode_names[m],
-			     FRAMES - asyncpool_available(pool));
+		held_total += d.held;
+		early += d.early != 0;
+		if (d.lost) {
+			lost += d.lost;
+			diag("round %lu (%s): %lu frames not back", r, mode_names[m], d.lost);
 			continue;
 		}
-		if (ms_since(t0) > worst_ms)
-			worst_ms = ms_since(t0);
-		if (ms_since(t0) > QUARANTINE_MS + 1000)
+		if (d.back_ms > worst_ms)
+			worst_ms = d.back_ms;
+		if (d.back_ms > QUARANTINE_MS + 1000)
 			slow++;
 	}
 	diag("%lu kills; %lu frames held at death in all (%.0f a kill); every frame back within %llu ms "
@@ -265,6 +409,31 @@ int main(void)
 	is_int(lost, 0, "no frame lost across %lu kills", rounds);
 	is_int(early, 0, "no leased frame back before the quarantine");
 	is_int(slow, 0, "every frame back within the quarantine plus 1 s");
+
+	for (int p = 0; p < AP_XTP_COUNT; p++) {
+		for (int j = 0; j < KILL_KS; j++) {
+			struct outcome d;
+
+			kill_at = (enum ap_xdp_point)p;
+			kill_after = kill_ks[j];
+			kill_seen = 0;
+			d = one_death(sp, pk, M_POINT, &seq);
+			in[p] += d.at_point;
+			ok(d.at_point && !d.lost && !d.early,
+			   "killed at %s #%u: %lu frames held, %lu in a ring or between; "
+			   "none of those free before the quarantine (%lu were); all back (%lu not), "
+			   "in %llu ms", xnames[p], kill_after, d.held, d.ring_frames, d.early,
+			   d.lost, (unsigned long long)d.back_ms);
+		}
+	}
+	{
+		unsigned src[AP_XTP_COUNT] = { 0 };
+
+		is_int(scan_xdp_source(src), 0, "every AP_XDP_KILL_AT() in lib/xdp.c is one this test kills at");
+		for (int p = 0; p < AP_XTP_COUNT; p++)
+			ok(src[p] > 0 && in[p] > 0, "%s is in lib/xdp.c (%u calls) and reached (%u kills)",
+			   xnames[p], src[p], in[p]);
+	}
 	close(pk);
 	asyncpool_shared_close(sp);
 	return done_testing();

@@ -56,6 +56,12 @@ static void test_args(struct asyncpool *pool)
 	struct asyncpool_proactor *p;
 	struct asyncpool *small;
 
+	{
+		struct asyncpool_xdp_places pl = { .size = sizeof(pl) };
+
+		is_int(asyncpool_xdp_places(NULL, &pl), -EINVAL, "places: no UMEM: -EINVAL");
+		is_int(asyncpool_xdp_places((void *)1, NULL), -EINVAL, "places: no out: -EINVAL");
+	}
 	is_int(asyncpool_xdp_create(NULL, NULL, &x), -EINVAL, "create: no pool: -EINVAL");
 	ok(x == NULL, "create: *out NULL on failure");
 	is_int(asyncpool_xdp_create(pool, NULL, NULL), -EINVAL, "create: no out: -EINVAL");
@@ -139,6 +145,192 @@ static void test_args(struct asyncpool *pool)
  * Leases are held in hold[] for hold_n at a time, to receive while the
  * caller holds frames.
  */
+/* Every place of pl, added. */
+static uint32_t places_sum(const struct asyncpool_xdp_places *pl)
+{
+	return pl->fill + pl->kernel_rx + pl->rx + pl->tx + pl->kernel_tx + pl->completion +
+	       pl->moving + pl->leased + pl->free;
+}
+
+/*
+ * asyncpool_xdp_places() (since 1.11): frames by place after the open
+ * (the fill side), with received frames held (leased), after a send of
+ * some (the tx side), and once all came back.
+ */
+static void test_places(struct asyncpool *pool, struct asyncpool_xdp *x, struct asyncpool_xsk *s)
+{
+	struct asyncpool_xdp_places pl, big[2];
+	struct asyncpool_xsk_stats st = { .size = sizeof(st) };
+	struct asyncpool_lease l[64], hold[64];
+	unsigned int nhold = 0;
+	int pk = xt_packet_socket("va", 200);
+
+	if (pk < 0)
+		bail_out("a packet socket on va");
+	memset(&pl, 0x5a, sizeof(pl));
+	pl.size = 8;
+	is_int(asyncpool_xdp_places(x, &pl), -EINVAL, "places: size too small: -EINVAL");
+	is_int(pl.capacity, 0x5a5a5a5a, "places: nothing written on -EINVAL");
+	pl.size = 1u << 20;
+	is_int(asyncpool_xdp_places(x, &pl), -EINVAL, "places: size past a page: -EINVAL");
+	memset(big, 0x5a, sizeof(big));
+	big[0].size = sizeof(big);
+	is_int(asyncpool_xdp_places(x, &big[0]), 0, "places: a larger struct");
+	ok(big[1].capacity == 0 && big[1].free == 0 && big[0].reserved == 0,
+	   "places: the bytes past the known fields zeroed");
+
+	memset(&pl, 0, sizeof(pl));
+	pl.size = sizeof(pl);
+	is_int(asyncpool_xdp_places(x, &pl), 0, "places after the open");
+	is_int(pl.capacity, FRAMES, "places: capacity");
+	is_int(pl.sockets, 1, "places: one socket");
+	asyncpool_xsk_stats(s, &st);
+	is_int(pl.fill + pl.kernel_rx + pl.rx, st.in_fill,
+	       "places: the fill ring's frames on the receiving side (fill %u, kernel %u, rx %u)",
+	       pl.fill, pl.kernel_rx, pl.rx);
+	is_int(pl.tx + pl.kernel_tx + pl.completion + pl.moving + pl.leased, 0,
+	       "places: nothing sent, moving or leased");
+	is_int(pl.free, FRAMES - st.in_fill, "places: the rest free");
+	is_int(places_sum(&pl), FRAMES, "places: they add up to capacity");
+
+	for (uint32_t i = 0; i < 32; i++)
+		if (xt_send(pk, mac_vb, mac_va, i))
+			bail_out("send from va");
+	for (int idle = 0; nhold < 32 && idle < 200;) {
+		int k = asyncpool_xsk_recv(s, l, 64);
+
+		if (k <= 0) {
+			idle++;
+			xt_wait(asyncpool_xsk_fd(s), 10);
+			continue;
+		}
+		for (int i = 0; i < k; i++) {
+			if (nhold < 64)
+				hold[nhold++] = l[i];
+			else
+				asyncpool_lease_release(&l[i]);
+		}
+	}
+	ok(nhold >= 32, "places: %u frames received and held", nhold);
+	asyncpool_xdp_places(x, &pl);
+	asyncpool_xsk_stats(s, &st);
+	is_int(pl.leased, nhold, "places: the frames held are leased");
+	ok(pl.fill + pl.kernel_rx + pl.rx == st.in_fill && st.in_fill > RING - 64,
+	   "places: the fill ring refilled, in batches (%u of %u)", st.in_fill, RING);
+	is_int(pl.free, FRAMES - st.in_fill - nhold, "places: free, the rest");
+	is_int(places_sum(&pl), FRAMES, "places: they add up to capacity");
+
+	is_int(asyncpool_xsk_send(s, hold, 8), 8, "places: 8 of them sent");
+	asyncpool_xdp_places(x, &pl);
+	is_int(pl.tx + pl.kernel_tx + pl.completion, 8,
+	       "places: 8 on the sending side (tx %u, kernel %u, completion %u)", pl.tx,
+	       pl.kernel_tx, pl.completion);
+	is_int(pl.leased, nhold - 8, "places: the others still leased");
+	is_int(pl.moving, 0, "places: no send moving");
+	asyncpool_release_bulk(hold + 8, nhold - 8);
+	for (int i = 0; i < 1000 && !asyncpool_xsk_stats(s, &st) && st.in_tx; i++) {
+		asyncpool_xsk_complete(s);
+		usleep(1000);
+	}
+	asyncpool_xdp_places(x, &pl);
+	asyncpool_xsk_stats(s, &st);
+	is_int(pl.tx + pl.kernel_tx + pl.completion + pl.leased, 0,
+	       "places: all completed and released");
+	is_int(pl.free, FRAMES - st.in_fill, "places: free again");
+	is_int(places_sum(&pl), FRAMES, "places: they add up to capacity");
+	close(pk);
+}
+
+/* Frames of ours received on s within a while, the rest released. */
+static unsigned int recv_ours(struct asyncpool_xsk *s, unsigned int want)
+{
+	struct asyncpool_lease l[64];
+	unsigned int got = 0;
+
+	for (int idle = 0; got < want && idle < 50;) {
+		int k = asyncpool_xsk_recv(s, l, 64);
+
+		if (k <= 0) {
+			idle++;
+			xt_wait(asyncpool_xsk_fd(s), 10);
+			continue;
+		}
+		for (int i = 0; i < k; i++) {
+			got += xt_ours(asyncpool_span_ptr(l[i].span), l[i].span.length);
+			asyncpool_lease_release(&l[i]);
+		}
+	}
+	return got;
+}
+
+/*
+ * Two sockets on two queues of one interface, one UMEM (since 1.11,
+ * issue 55's two-thread target): a veth pair with two queues a side;
+ * an AF_PACKET socket that bypasses the qdisc (PACKET_QDISC_BYPASS) sends
+ * on the queue of the CPU it runs on (packet_pick_tx_queue(); through the
+ * qdisc, the flow's hash: one queue for all our frames), and veth delivers on the
+ * peer's queue of that number: frames sent from CPU q arrive on the
+ * socket of queue q, none on the other.
+ */
+static void test_queues(struct asyncpool *pool)
+{
+	struct asyncpool_xsk_options so = { .size = sizeof(so), .ifname = "wb", .ring_size = 512 };
+	struct asyncpool_xsk_stats st = { .size = sizeof(st) };
+	struct asyncpool_xsk *q[2] = { NULL, NULL };
+	struct asyncpool_xdp *x;
+	uint8_t mac_wa[6], mac_wb[6];
+	cpu_set_t old, one;
+	char why[256];
+	int pk, rc;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || sched_getaffinity(0, sizeof(old), &old) ||
+	    !CPU_ISSET(0, &old) || !CPU_ISSET(1, &old)) {
+		skip(8, "two queues: fewer than two CPUs to send from");
+		return;
+	}
+	if (xt_veth_queues("wa", "wb", 2, why, sizeof(why))) {
+		skip(8, "%s", why);
+		return;
+	}
+	xt_mac("wa", mac_wa);
+	xt_mac("wb", mac_wb);
+	pk = xt_packet_socket("wa", 200);
+	/* Past the qdisc: its queue is then its CPU's (through it, the flow's hash). */
+	if (pk < 0 || setsockopt(pk, SOL_PACKET, PACKET_QDISC_BYPASS, &(int){ 1 }, sizeof(int)) ||
+	    asyncpool_xdp_create(pool, NULL, &x))
+		bail_out("two queues: a packet socket past the qdisc and a UMEM");
+	for (uint32_t i = 0; i < 2; i++) {
+		so.queue = i;
+		rc = asyncpool_xsk_open(x, &so, &q[i]);
+		is_int(rc, 0, "two queues: a socket on wb queue %u, one UMEM", i);
+		if (rc)
+			bail_out("asyncpool_xsk_open(vf, %u): %s", i, strerror(-rc));
+	}
+	asyncpool_xsk_stats(q[1], &st);
+	ok(st.shared_umem == 1 && st.queue == 1, "two queues: the second shares the first's UMEM");
+	for (int cpu = 0; cpu < 2; cpu++) {
+		unsigned int got[2];
+
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		if (sched_setaffinity(0, sizeof(one), &one))
+			bail_out("sched_setaffinity");
+		for (uint32_t i = 0; i < 200; i++)
+			if (xt_send(pk, mac_wb, mac_wa, i))
+				bail_out("send from wa");
+		sched_setaffinity(0, sizeof(old), &old);
+		got[cpu] = recv_ours(q[cpu], 200);
+		got[!cpu] = recv_ours(q[!cpu], 1);
+		ok(got[cpu] == 200 && got[!cpu] == 0,
+		   "two queues: 200 frames sent from CPU %d: %u on queue %d, %u on queue %d", cpu,
+		   got[cpu], cpu, got[!cpu], !cpu);
+	}
+	is_int(asyncpool_xsk_close(q[1]), 0, "two queues: close queue 1");
+	is_int(asyncpool_xsk_close(q[0]), 0, "two queues: close queue 0");
+	is_int(asyncpool_xdp_destroy(x), 0, "two queues: destroy the UMEM");
+	close(pk);
+}
+
 static void test_receive(struct asyncpool *pool, struct asyncpool_xsk *s, uint32_t n)
 {
 	int pk = xt_packet_socket("va", 200);
@@ -544,6 +736,7 @@ int main(void)
 	test_receive(pool, a, 4000);
 	test_send(pool, a, 300);
 	test_bad_sends(pool, a);
+	test_places(pool, x, a);
 
 	so.ifname = "vc";
 	so.flags = ASYNCPOOL_XSK_SKB;
@@ -559,6 +752,7 @@ int main(void)
 	}
 	is_int(asyncpool_xsk_close(a), 0, "close the first");
 	is_int(asyncpool_xdp_destroy(x), 0, "destroy the UMEM");
+	test_queues(pool);
 out:
 	is_int(asyncpool_available(pool), FRAMES, "every frame back in the pool");
 	is_int(asyncpool_check(pool), 0, "the pool checks");

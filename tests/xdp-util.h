@@ -69,6 +69,22 @@ static inline int xt_veth(const char *a, const char *b, char *why, size_t len)
 	return 0;
 }
 
+/* The same with n rx and n tx queues on each end (veth's default is 1). */
+static inline int xt_veth_queues(const char *a, const char *b, unsigned n, char *why, size_t len)
+{
+	char cmd[300];
+
+	snprintf(cmd, sizeof(cmd),
+		 "ip link add %s numtxqueues %u numrxqueues %u type veth peer name %s "
+		 "numtxqueues %u numrxqueues %u 2>/dev/null && ip link set dev %s up && ip link set dev %s up",
+		 a, n, n, b, n, n, a, b);
+	if (system(cmd)) {
+		snprintf(why, len, "no veth pair with %u queues (%.200s)", n, cmd);
+		return -1;
+	}
+	return 0;
+}
+
 static inline int xt_mac(const char *ifname, uint8_t mac[6])
 {
 	struct ifreq ifr;
@@ -168,6 +184,41 @@ static inline int xt_send(int fd, const uint8_t dst[6], const uint8_t src[6], ui
 		usleep(100);
 	}
 	return -ENOBUFS;
+}
+
+/*
+ * Test frames into ifname from src to dst as fast as AF_PACKET goes
+ * (sendmmsg of 64, the qdisc bypassed), until killed: for a forked
+ * sender.  Never returns.
+ */
+static inline void xt_flood(const char *ifname, const uint8_t dst[6], const uint8_t src[6])
+{
+	struct sockaddr_ll sll;
+	static uint8_t frames[64][XT_FRAME_LEN];
+	struct mmsghdr m[64];
+	struct iovec iov[64];
+	int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0), one = 1;
+
+	if (fd < 0)
+		_exit(1);
+	(void)setsockopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one));
+	memset(&sll, 0, sizeof(sll));
+	sll.sll_family = AF_PACKET;
+	sll.sll_ifindex = (int)if_nametoindex(ifname);
+	sll.sll_halen = 6;
+	memcpy(sll.sll_addr, dst, 6);
+	memset(m, 0, sizeof(m));
+	for (unsigned int i = 0; i < 64; i++) {
+		xt_frame(frames[i], XT_FRAME_LEN, dst, src, i);
+		iov[i].iov_base = frames[i];
+		iov[i].iov_len = XT_FRAME_LEN;
+		m[i].msg_hdr.msg_iov = &iov[i];
+		m[i].msg_hdr.msg_iovlen = 1;
+		m[i].msg_hdr.msg_name = &sll;
+		m[i].msg_hdr.msg_namelen = sizeof(sll);
+	}
+	for (;;)
+		(void)sendmmsg(fd, m, 64, 0);
 }
 
 /* Wait until fd is readable, at most ms: true if it is. */

@@ -232,6 +232,9 @@ struct bench_case {
 #define BENCH_CHAN_KIND(flags) ((enum bench_chan_kind)((flags) >> 16))
 #define BENCH_MANY (1u << 24)   /* threads senders, a channel each, one receiver (bench_many.c) */
 #define BENCH_MANY_FLOOR (1u << 25) /* BENCH_MANY: one bare MPSC ring for all, the design not built */
+#define BENCH_XDP (1u << 26)    /* AF_XDP on a veth: the pool against a frame stack (bench_xdp.c) */
+#define BENCH_XDP_FWD (1u << 27) /* BENCH_XDP: forward each frame back out, not drop it */
+#define BENCH_XDP_2Q (1u << 28) /* BENCH_XDP: two queues, two threads against one */
 
 /* Re-leases of one buffer before its generation comes back (pool_layout.h). */
 #define BENCH_GEN_PERIOD 4294967295.0
@@ -593,6 +596,12 @@ static const struct bench_case cases[] = {
 	  body_wrap, 1, BENCH_WRAP, "wrap-cached" },
 	{ "wrap-shared", "the same on a shared pool (memfd, attached) of this process",
 	  body_wrap, 1, BENCH_WRAP | BENCH_WRAP_SHARED, "wrap-shared-cached" },
+	{ "xdp-rxdrop", "AF_XDP on a veth in a netns: frames/s received through the pool against a frame stack",
+	  NULL, 1, BENCH_XDP, NULL },
+	{ "xdp-fwd", "the same, each frame rewritten and sent back out (tx, completion)",
+	  NULL, 1, BENCH_XDP | BENCH_XDP_FWD, NULL },
+	{ "xdp-rxdrop-2q", "two sockets on two veth queues sharing the pool: two threads against one",
+	  NULL, 2, BENCH_XDP | BENCH_XDP_2Q, NULL },
 	{ "mutex-baseline", "a stack of indices under one pthread mutex",
 	  body_mutex, 1, BENCH_NO_POOL, NULL },
 	{ "mutex-baseline-threads", "the same, on every thread", body_mutex, 0, BENCH_NO_POOL,
@@ -697,7 +706,11 @@ static void print_table(const struct bench_result *res, size_t n, unsigned reps)
 	       " chan-*: two processes; per token, or one way of a ping-pong of ops/10 round\n"
 	       " trips (ops/200 for chan-wake-2proc, chan-floor-futex): ns/op the median of\n"
 	       " the repetitions' medians, min and max theirs, p999_ns their 99.9th percentile;\n"
-	       " wrap*: one buffer re-leased, wrap_s the seconds of 2^32 - 1 re-leases at that rate)\n",
+	       " wrap*: one buffer re-leased, wrap_s the seconds of 2^32 - 1 re-leases at that rate;\n"
+	       " xdp-*: ns/op the pool's ns a frame, Mops/s its Mframes/s, pool_vs_plain_pct its\n"
+	       " frames/s against a frame stack's in the same run, pool_cost_ns the difference;\n"
+	       " xdp-rxdrop-2q: two threads, vs_1t_pct against one thread on both sockets,\n"
+	       " queue1_pct the frames that came on queue 1)\n",
 	       reps, BENCH_RECLAIM_ROUNDS);
 }
 
@@ -1096,6 +1109,24 @@ static size_t run_cases(struct run *r, struct asyncpool *const pools[2], uint32_
 				fprintf(stderr, "asyncpool bench: %s: %s\n", c->name,
 					rc == -EUCLEAN ? "FAILED: a buffer did not come back" :
 					strerror(-rc));
+			else
+				n++;
+			continue;
+		}
+		if (c->flags & BENCH_XDP) {
+			char why[256] = "";
+			int rc = bench_xdp(c->flags & BENCH_XDP_2Q ? BENCH_XDP_RXDROP_2Q :
+					   c->flags & BENCH_XDP_FWD ? BENCH_XDP_FWD_1Q :
+					   BENCH_XDP_RXDROP_1Q, r->ops, reps, &res[n], why,
+					   sizeof(why));
+
+			/* Not root, no netns, no XDP: say so, go on; a frame lost: a bug. */
+			if (rc == -EUCLEAN)
+				*failed = true;
+			if (rc)
+				fprintf(stderr, "asyncpool bench: %s: %s%s%s\n", c->name,
+					rc == -EUCLEAN ? "FAILED: " : "skipped: ", why,
+					why[0] ? "" : strerror(-rc));
 			else
 				n++;
 			continue;

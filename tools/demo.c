@@ -68,7 +68,8 @@ static void demo_usage(FILE *f)
 	fputs("Usage: asyncpool demo [--mib N] [--memory] [--threads N] [--ops N]\n"
 	      "       asyncpool demo --zerocopy [--mib N]\n"
 	      "       asyncpool demo --rings N [--mib N]\n"
-	      "       asyncpool demo --dry [--mib N]\n", f);
+	      "       asyncpool demo --dry [--mib N]\n"
+	      "       asyncpool demo --xdp [--ops N]\n", f);
 }
 
 /* The end of a demo that ran (ok, or failed and why). */
@@ -109,6 +110,15 @@ int cmd_demo(int argc, char **argv)
 	zerocopy = a.given['z'];
 	rings = (unsigned)a.value['r'];
 
+	/* AF_XDP on a veth pair in a netns of its own: --ops frames (default 1000). */
+	if (a.given['x']) {
+		rc = demo_xdp(a.given['n'] ? (unsigned)(ops < 100000 ? ops : 100000) : 1000, why,
+			      sizeof(why));
+		if (rc != DEMO_URING_OK)
+			fprintf(stderr, "asyncpool demo: %s\n", why);
+		puts(rc == DEMO_URING_OK ? "ok" : rc == DEMO_URING_REFUSED ? "SKIPPED" : "FAILED");
+		return rc == DEMO_URING_FAILED ? TOOL_EXIT_FAILURE : TOOL_EXIT_OK;
+	}
 	/* Multishot receives that outlive a recv ring running dry. */
 	if (dry) {
 		rc = demo_dry((size_t)(mib ? mib : 16) << 20, why, sizeof(why));

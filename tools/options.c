@@ -45,6 +45,7 @@ static const struct {
 	{ "demo", "rings", 'r', 1, 64 },
 	{ "demo", "dry", 'd', 0, 0 },
 	{ "demo", "zerocopy", 'z', 0, 0 },
+	{ "demo", "xdp", 'x', 0, 0 },
 	{ "bench", "json", 'j', 0, 0 },
 	{ "bench", "threads", 't', 1, 64 },
 	{ "bench", "ops", 'n', 1, 1ul << 40 },

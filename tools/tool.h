@@ -59,6 +59,13 @@ int demo_dry(size_t bytes, char *why, size_t whylen);
  */
 int demo_zc(size_t bytes, const char *why_not_uring, char *why, size_t whylen);
 
+/*
+ * demo_xdp.c: AF_XDP on a veth pair in a network namespace of a child's
+ * own: frames received as leases of a shared pool's UMEM, checked, some
+ * sent back out, the frames' places printed at each step.
+ */
+int demo_xdp(unsigned frames, char *why, size_t whylen);
+
 /* Monotonic time in nanoseconds. */
 static inline uint64_t tool_now_ns(void)
 {
@@ -181,6 +188,22 @@ int bench_handoff_2proc(bool wait, unsigned long msgs, struct bench_result *out)
  */
 int bench_many(unsigned senders, bool floor, unsigned long ops, unsigned reps,
 	       struct bench_result *out);
+
+/*
+ * tools/bench_xdp.c: AF_XDP on a veth pair in a network namespace of a
+ * child's own: frames/s and ns a frame through the pool (fwd: each
+ * frame sent back out) against a frame stack driving the same rings,
+ * interleaved, reps times ops / 2e6 s each side; or (2Q) two sockets on
+ * two queues sharing the pool, two threads against one.  0; -EUCLEAN if a
+ * frame did not come back; or -errno with why set (not root, no XDP).
+ */
+enum bench_xdp_kind {
+	BENCH_XDP_RXDROP_1Q,    /* receive and drop, one queue, one thread */
+	BENCH_XDP_FWD_1Q,       /* receive, rewrite, send back out */
+	BENCH_XDP_RXDROP_2Q,    /* two queues, one pool: two threads against one */
+};
+int bench_xdp(enum bench_xdp_kind kind, unsigned long ops, unsigned reps,
+	      struct bench_result *out, char *why, size_t whylen);
 
 /*
  * options.c: the options of command argv[0] (the table there), parsed

@@ -99,6 +99,28 @@ struct asyncpool_xsk_stats {
 };
 int asyncpool_xsk_stats(const struct asyncpool_xsk *s, struct asyncpool_xsk_stats *out);
 
+/*
+ * Where the UMEM's frames are, as this process sees them (since 1.11):
+ * a snapshot of the rings of its sockets on x and of the pool.  Set
+ * size before the call.  The parts add up to capacity.
+ */
+struct asyncpool_xdp_places {
+	size_t   size;              /* sizeof(struct asyncpool_xdp_places) */
+	uint32_t capacity;          /* the UMEM's frames */
+	uint32_t fill;              /* in fill rings, not yet taken by the kernel */
+	uint32_t kernel_rx;         /* taken by the kernel, not yet in an rx ring */
+	uint32_t rx;                /* in rx rings, not yet received */
+	uint32_t tx;                /* in tx rings, not yet taken by the kernel */
+	uint32_t kernel_tx;         /* taken by the kernel for a send, not yet completed */
+	uint32_t completion;        /* in completion rings, not yet reaped */
+	uint32_t moving;            /* in a send between its checks and the tx ring */
+	uint32_t leased;            /* leased, in no ring here: callers' (or other processes') */
+	uint32_t free;              /* in the pool: asyncpool_available() */
+	uint32_t sockets;           /* this process's sockets on x */
+	uint32_t reserved;          /* zero */
+};
+int asyncpool_xdp_places(const struct asyncpool_xdp *x, struct asyncpool_xdp_places *out);
+
 #ifdef __cplusplus
 }
 #endif
