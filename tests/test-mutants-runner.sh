@@ -18,7 +18,11 @@
 # file edited since the last run is rebuilt, even when its time is older
 # than what the scratch copy built from it before; and that a tree that
 # is no git checkout is listed by its .dist-files (a release tarball's,
-# Makefile.am's dist-hook), or the run bails out: "cannot list the tree".
+# Makefile.am's dist-hook), or the run bails out: "cannot list the tree";
+# and that a mutant marked "sanitizer: thread" is run in the second,
+# ThreadSanitizer tree (its tests see ASYNCPOOL_MUTANT_SANITIZER=thread),
+# the same change unmarked in the first, and an unknown sanitizer is
+# malformed.
 set -u
 srcdir=$(cd "${top_srcdir:-.}" && pwd)
 runner=$srcdir/tests/mutants/run.sh
@@ -41,6 +45,7 @@ int unchecked = 1;
 int todo = 0;
 int fragile = 0;
 int flaky = 0;
+int racy = 0;
 EOF
 printf '%s\n' \
 	'all: lib/libasyncpool.la tests/libasyncpool-testhooks.la' \
@@ -78,6 +83,16 @@ echo $n > .flaky-runs
 echo 1..1
 if grep -q 'flaky = 0' lib/fake.c || [ $n -ne 2 ]; then echo "ok 1 - flaky"; else echo "not ok 1 - flaky"; fi
 EOF
+# A test that fails only in the ThreadSanitizer tree, as a race report
+# would fail it.
+cat > "$fake/tests/tsan.sh" <<'EOF'
+echo 1..1
+if grep -q 'racy = 0' lib/fake.c || [ "${ASYNCPOOL_MUTANT_SANITIZER:-}" != thread ]; then
+	echo "ok 1 - racy"
+else
+	echo "not ok 1 - racy"
+fi
+EOF
 # A test that fails without any mutant.
 cat > "$fake/tests/broken.sh" <<'EOF'
 echo 1..1
@@ -97,10 +112,15 @@ mutant missing-prog "tests/no-such-prog tests/pass.sh" "int value = GOOD;" "int 
 mutant todo-only "tests/todo.sh" "int todo = 0;" "int todo = 1;"
 mutant fails-anyway "tests/pass.sh tests/broken.sh" "int fragile = 0;" "int fragile = 1;"
 mutant flaky-once "tests/flaky.sh" "int flaky = 0;" "int flaky = 1;"
+mutant racy-plain "tests/tsan.sh" "int racy = 0;" "int racy = 1;"
+mutant racy-tsan "tests/tsan.sh" "int racy = 0;" "int racy = 1;"
+sed -i 's/^ci: no$/ci: no\nsanitizer: thread/' "$fake/tests/mutants/racy-tsan.mutant"
+mutant racy-asan "tests/tsan.sh" "int racy = 0;" "int racy = 1;"
+sed -i 's/^ci: no$/ci: no\nsanitizer: address/' "$fake/tests/mutants/racy-asan.mutant"
 git -C "$fake" init -q || { echo "Bail out! git init"; exit 1; }
 sum=$(cksum < "$fake/lib/fake.c")
 
-echo "1..20"
+echo "1..24"
 t=0
 ok() {
 	t=$((t + 1))
@@ -199,3 +219,15 @@ rc=$?
 sed 's/^/# /' "$tmp/six.log"
 ok $((rc != 1)) "a tree that is neither a checkout nor a tarball fails the run (got $rc)"
 ok "$(has "$tmp/six.log" '^Bail out! cannot list the tree')" "and says it cannot list the tree"
+
+# A mutant that only ThreadSanitizer sees: in its own tree.
+run "$tmp/seven.log" racy-plain racy-tsan racy-asan
+sed 's/^/# /' "$tmp/seven.log"
+ok "$(has "$tmp/seven.log" '^# baseline \(thread\): all 1 pass')" \
+	"the baseline of a sanitizer: thread mutant's tests runs in the ThreadSanitizer tree"
+ok "$(has "$tmp/seven.log" '^ok [0-9]+ - racy-tsan: caught by tests/tsan.sh under ThreadSanitizer, twice ')" \
+	"a sanitizer: thread mutant is built and caught in the ThreadSanitizer tree"
+ok "$(has "$tmp/seven.log" '^not ok [0-9]+ - racy-plain: survived')" \
+	"the same change unmarked is run in the plain tree, where it survives"
+ok "$(has "$tmp/seven.log" '^not ok [0-9]+ - racy-asan: malformed')" \
+	"a sanitizer other than thread is malformed"

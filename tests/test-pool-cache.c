@@ -6,6 +6,11 @@
  */
 #include "config.h"
 
+/* The header's gather stops here, inside the inline window
+ * (test_flusher_waits_inline(), below). */
+void inline_gathered(void);
+#define __ASYNCPOOL_TEST_GATHER_CHECKED() inline_gathered()
+
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -542,6 +547,93 @@ static void test_flusher_waits(void)
 }
 
 /*
+ * The same for the header's window (inline.h, __asyncpool_enter_pool):
+ * its busy store is what a flusher waits on, and the inline code is
+ * compiled into this program, not the library.  A thread's inline
+ * release of a buffer that another thread's cache lent is held inside
+ * the window, after the gather's checks (the header's hook
+ * __ASYNCPOOL_TEST_GATHER_CHECKED), until the flusher has been seen
+ * waiting for it or has returned.  It must never have returned: a
+ * flusher that does not wait settles the outbox that the held release
+ * is about to write, and the token lands in it after the settle
+ * (tests/mutants/inline-enter-no-busy; issue 54, kind 8: no memory
+ * model needed, the window is held).
+ */
+static struct {
+	struct asyncpool *pool;
+	uint64_t token, first;
+	int rc, first_rc;
+	_Atomic int inside, waited, flushed, returned_inside;
+} fi;
+static __thread bool stop_gathered;
+
+void inline_gathered(void)
+{
+	if (!stop_gathered)
+		return;
+	stop_gathered = false;
+	atomic_store(&fi.inside, 1);
+	while (!atomic_load(&fi.waited) && !atomic_load(&fi.flushed))
+		sched_yield();
+	atomic_store(&fi.returned_inside, atomic_load(&fi.flushed));
+}
+
+static void fi_stall(enum ap_test_stall p)
+{
+	if (p == AP_TS_FLUSH_WAITS)
+		atomic_store(&fi.waited, 1);
+}
+
+static void *fi_releaser(void *arg)
+{
+	uint64_t t;
+
+	(void)arg;
+	/* this thread's cache of the pool, used last; its outbox given to
+	 * the owner by a first release of the owner's, the library's */
+	if (asyncpool_acquire_tokens(fi.pool, &t, 1) == 0)
+		(void)asyncpool_release_token(fi.pool, t);
+	fi.first_rc = asyncpool_release_token(fi.pool, fi.first);
+	stop_gathered = true;
+	fi.rc = asyncpool_release_token(fi.pool, fi.token);
+	stop_gathered = false;
+	return NULL;    /* its exit sends what it gathered */
+}
+
+static void test_flusher_waits_inline(void)
+{
+	struct asyncpool_region *r = make_region(proactor, 64, 16, ASYNCPOOL_ACCESS_READ);
+	pthread_t t;
+
+	memset(&fi, 0, sizeof(fi));
+	if (asyncpool_create(r, &fi.pool) || asyncpool_set_cache(fi.pool, 4))
+		bail_out("create");
+	asyncpool_region_unref(r);
+	/* two buffers this thread's cache lends */
+	if (asyncpool_acquire_tokens(fi.pool, &fi.token, 1) ||
+	    asyncpool_acquire_tokens(fi.pool, &fi.first, 1))
+		bail_out("acquire");
+	ap_test_hook_stall = fi_stall;
+	if (pthread_create(&t, NULL, fi_releaser, NULL))
+		bail_out("pthread_create");
+	while (!atomic_load(&fi.inside))
+		sched_yield();
+	is_int(asyncpool_cache_flush_all(fi.pool), 0, "inline window: flush_all returns");
+	atomic_store(&fi.flushed, 1);
+	pthread_join(t, NULL);
+	ap_test_hook_stall = NULL;
+	is_int(fi.first_rc, 0, "inline window: the outbox's first release");
+	is_int(fi.rc, 0, "inline window: the held release was gathered");
+	ok(atomic_load(&fi.waited), "inline window: the flusher waited for the release inside it");
+	ok(!atomic_load(&fi.returned_inside),
+	   "inline window: flush_all did not return while the release was inside the window");
+	is_int(asyncpool_cache_flush_all(fi.pool), 0, "inline window: flush_all again");
+	is_int(asyncpool_check(fi.pool), 0, "inline window: the freelist audit is clean");
+	is_int(asyncpool_available(fi.pool), 16, "inline window: every buffer back");
+	is_int(asyncpool_destroy(fi.pool), 0, "inline window: destroy");
+}
+
+/*
  * A shared pool's cache hands out only a buffer whose word still says
  * CACHED by this process at the entry's generation: a word a peer
  * overwrote (memory shared with another process is untrusted) is
@@ -598,6 +690,7 @@ int main(void)
 	test_bulk_beyond_cache(false);
 	test_bulk_beyond_cache(true);
 	test_flusher_waits();
+	test_flusher_waits_inline();
 	test_cache_defence();
 	test_flush_destroy();
 	test_fork();

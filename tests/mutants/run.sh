@@ -29,6 +29,13 @@
 #   the baseline: every named test is run on the unmutated scratch
 #   tree, and must pass; one that fails (or hangs) there fails the run
 #   ("Bail out!"), as it could catch nothing.
+# A mutant with "sanitizer: thread" in its header (a barrier that only
+# ThreadSanitizer sees broken on x86: a release or acquire made relaxed)
+# is applied, built and run in a second scratch tree, configured with
+# --enable-sanitizers=thread (TSAN_OPTIONS halt_on_error=1, exitcode=66:
+# a race report is a failure), and its tests' baseline runs there; the
+# tests see ASYNCPOOL_MUTANT_SANITIZER=thread.  No other value is known
+# (malformed).
 # The script prints one TAP line per mutant, then "N passed, N failed"
 # (caught; survived, stale, naming a missing test, or not building),
 # and exits 1 if any mutant failed.
@@ -44,6 +51,8 @@
 #   ASYNCPOOL_MUTANTS=ci         only the mutants marked "ci: yes"
 #   ASYNCPOOL_MUTANTS_SCRATCH    the scratch tree (default: mutants-scratch
 #                                in the build directory; kept between runs)
+#   ASYNCPOOL_MUTANTS_SCRATCH_TSAN  the ThreadSanitizer one (default:
+#                                tsan-tree in the scratch tree)
 #   ASYNCPOOL_TEST_WATCHDOG      the tests' watchdog, seconds (default 60)
 #   ASYNCPOOL_MUTANT_TIMEOUT     the outer limit per test, seconds (default
 #                                twice the watchdog)
@@ -59,74 +68,85 @@ export LC_ALL
 srcdir=$(cd "${top_srcdir:-$(dirname "$0")/../..}" && pwd)
 builddir=$(pwd)
 scratch=${ASYNCPOOL_MUTANTS_SCRATCH:-$builddir/mutants-scratch}
+tsan_tree=${ASYNCPOOL_MUTANTS_SCRATCH_TSAN:-$scratch/tsan-tree}
 jobs=${ASYNCPOOL_MUTANTS_JOBS:-2}
 export ASYNCPOOL_TEST_WATCHDOG=${ASYNCPOOL_TEST_WATCHDOG:-60}
 limit=${ASYNCPOOL_MUTANT_TIMEOUT:-$((2 * ASYNCPOOL_TEST_WATCHDOG))}
 export ASYNCPOOL_TEST_SHM_PREFIX="asyncpool-mutant-$$-"
 export top_srcdir=. top_builddir=.
+# (as Makefile.am's sanitizer builds: a report stops the test, exit 66)
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:exitcode=66}
+tsan_mode=
 
 die() { echo "Bail out! $*"; exit 1; }
 command -v perl > /dev/null || die "check-mutants needs perl"
 command -v timeout > /dev/null && command -v setsid > /dev/null ||
 	die "check-mutants needs timeout(1) and setsid(1)"
 
-# The scratch tree: this tree's tracked and new files, copied with their
-# times (so that make rebuilds only what changed since the last run),
-# configured once.
-mkdir -p "$scratch" || die "cannot make $scratch"
-rm -rf "$scratch/tests/mutants"
-# A run killed while a mutant was applied left its file mutated: the copy
-# below restores it, with its old time, so mark it to be rebuilt.
-for o in "$scratch"/lib/*.mutant-orig "$scratch"/include/asyncpool/*.mutant-orig; do
-	[ -e "$o" ] || continue
-	echo "${o#"$scratch"/}" | sed 's/\.mutant-orig$//' >> "$scratch/.mutant-dirty"
-	rm -f "$o"
-done
-if [ -e "$srcdir/.git" ]; then
-	command -v git > /dev/null || die "check-mutants lists a git checkout with git"
-	git -C "$srcdir" ls-files -co --exclude-standard -z > "$scratch/.mutant-files" ||
-		die "cannot list the tree"
-elif [ -f "$srcdir/.dist-files" ]; then
-	# a release tarball: what make dist put there (Makefile.am, dist-hook)
-	tr '\n' '\0' < "$srcdir/.dist-files" > "$scratch/.mutant-files" ||
-		die "cannot list the tree"
-else
-	die "cannot list the tree: neither a git checkout nor a release tarball (.dist-files)"
-fi
-# What the scratch tree is built from: a checksum per file.  A file whose
-# text differs from what the last build saw may still be older than its
-# objects (edited during a run, whose reverts touched the copy since):
-# make it newer, so that make rebuilds it.  No record: everything.
-(cd "$srcdir" && xargs -0 cksum < "$scratch/.mutant-files") > "$scratch/.mutant-sums.new" ||
-	die "cannot read the tree"
-(cd "$srcdir" && tar --null -T "$scratch/.mutant-files" -c) | tar -x -C "$scratch" ||
-	die "cannot copy the tree to $scratch"
-cd "$scratch" || die "cd $scratch"
-if [ -f .mutant-sums ]; then
-	awk 'NR == FNR { built[$0] = 1; next } !($0 in built) { print $3 }' \
-		.mutant-sums .mutant-sums.new
-else
-	awk '{ print $3 }' .mutant-sums.new
-fi | xargs -r touch
+# prepare_tree DIR [CONFIGURE-ARGS]: DIR made a configured, built copy
+# of the tree (the scratch tree, or the ThreadSanitizer one); the shell
+# is left in DIR.
+prepare_tree() {
+	local tree=$1 conf=${2:-}
+	# The scratch tree: this tree's tracked and new files, copied with their
+	# times (so that make rebuilds only what changed since the last run),
+	# configured once.
+	mkdir -p "$tree" || die "cannot make $tree"
+	rm -rf "$tree/tests/mutants"
+	# A run killed while a mutant was applied left its file mutated: the copy
+	# below restores it, with its old time, so mark it to be rebuilt.
+	for o in "$tree"/lib/*.mutant-orig "$tree"/include/asyncpool/*.mutant-orig; do
+		[ -e "$o" ] || continue
+		echo "${o#"$tree"/}" | sed 's/\.mutant-orig$//' >> "$tree/.mutant-dirty"
+		rm -f "$o"
+	done
+	if [ -e "$srcdir/.git" ]; then
+		command -v git > /dev/null || die "check-mutants lists a git checkout with git"
+		git -C "$srcdir" ls-files -co --exclude-standard -z > "$tree/.mutant-files" ||
+			die "cannot list the tree"
+	elif [ -f "$srcdir/.dist-files" ]; then
+		# a release tarball: what make dist put there (Makefile.am, dist-hook)
+		tr '\n' '\0' < "$srcdir/.dist-files" > "$tree/.mutant-files" ||
+			die "cannot list the tree"
+	else
+		die "cannot list the tree: neither a git checkout nor a release tarball (.dist-files)"
+	fi
+	# What the scratch tree is built from: a checksum per file.  A file whose
+	# text differs from what the last build saw may still be older than its
+	# objects (edited during a run, whose reverts touched the copy since):
+	# make it newer, so that make rebuilds it.  No record: everything.
+	(cd "$srcdir" && xargs -0 cksum < "$tree/.mutant-files") > "$tree/.mutant-sums.new" ||
+		die "cannot read the tree"
+	(cd "$srcdir" && tar --null -T "$tree/.mutant-files" -c) | tar -x -C "$tree" ||
+		die "cannot copy the tree to $tree"
+	cd "$tree" || die "cd $tree"
+	if [ -f .mutant-sums ]; then
+		awk 'NR == FNR { built[$0] = 1; next } !($0 in built) { print $3 }' \
+			.mutant-sums .mutant-sums.new
+	else
+		awk '{ print $3 }' .mutant-sums.new
+	fi | xargs -r touch
+	# Files a run reverted but did not rebuild (it was interrupted): the copy
+	# above gave them their old times back, so make them newer than their
+	# objects.
+	if [ -f .mutant-dirty ]; then
+		xargs -r touch < .mutant-dirty
+		rm -f .mutant-dirty
+	fi
+	if [ ! -f config.status ]; then
+		echo "# configuring the scratch tree $tree${conf:+ ($conf)}"
+		# (a tarball has its configure; a checkout makes it)
+		{ { [ -x configure ] || ./bootstrap; } && ./configure -q $conf; } > mutants-configure.log 2>&1 ||
+			die "configure failed: $tree/mutants-configure.log"
+	fi
+	echo "# building the scratch tree${conf:+ ($conf)}"
+	make -j"$jobs" > mutants-build.log 2>&1 &&
+		make -j"$jobs" check TESTS= >> mutants-build.log 2>&1 ||
+		die "the unmutated tree does not build: $tree/mutants-build.log"
+	mv -f .mutant-sums.new .mutant-sums
+}
+prepare_tree "$scratch"
 mdir=$scratch/tests/mutants
-# Files a run reverted but did not rebuild (it was interrupted): the copy
-# above gave them their old times back, so make them newer than their
-# objects.
-if [ -f .mutant-dirty ]; then
-	xargs -r touch < .mutant-dirty
-	rm -f .mutant-dirty
-fi
-if [ ! -f config.status ]; then
-	echo "# configuring the scratch tree $scratch"
-	# (a tarball has its configure; a checkout makes it)
-	{ { [ -x configure ] || ./bootstrap; } && ./configure -q; } > mutants-configure.log 2>&1 ||
-		die "configure failed: $scratch/mutants-configure.log"
-fi
-echo "# building the scratch tree"
-make -j"$jobs" > mutants-build.log 2>&1 &&
-	make -j"$jobs" check TESTS= >> mutants-build.log 2>&1 ||
-	die "the unmutated tree does not build: $scratch/mutants-build.log"
-mv -f .mutant-sums.new .mutant-sums
 
 # The mutants to run, read from the copy (edits to them during a run
 # do not change it).
@@ -174,6 +194,15 @@ missing_test() {
 	esac
 }
 
+# ap_tsan_env: in the ThreadSanitizer tree, what its tests see (the
+# stress sizes scaled down, as Makefile.am's sanitizer builds do).
+ap_tsan_env() {
+	if [ -n "$tsan_mode" ]; then
+		export ASYNCPOOL_MUTANT_SANITIZER=thread
+		export ASYNCPOOL_STRESS_ITERATIONS=${ASYNCPOOL_STRESS_ITERATIONS:-20000}
+	fi
+}
+
 # run_test T LOG: 0 if test T failed (caught), 1 if it passed, 2 if only
 # the outer limit stopped it.  A test that has reported a failure is
 # stopped there: the rest of its run cannot undo it, and a mutant often
@@ -184,9 +213,9 @@ run_test() {
 	prefix="$ASYNCPOOL_TEST_SHM_PREFIX$(basename "$t")-"
 	# its own session, so that its children go with it
 	case $t in
-	*.sh) (ASYNCPOOL_TEST_SHM_PREFIX=$prefix \
+	*.sh) (ap_tsan_env; ASYNCPOOL_TEST_SHM_PREFIX=$prefix \
 	       exec setsid timeout -k 5 "$limit" "${BASH:-bash}" "$t") > "$log" 2>&1 & ;;
-	*) (ASYNCPOOL_TEST_SHM_PREFIX=$prefix \
+	*) (ap_tsan_env; ASYNCPOOL_TEST_SHM_PREFIX=$prefix \
 	    exec setsid timeout -k 5 "$limit" "./$t") > "$log" 2>&1 & ;;
 	esac
 	pid=$!
@@ -218,7 +247,7 @@ cleanup() {
 	if [ -n "${cur_file:-}" ] && [ -f "$cur_file.mutant-orig" ]; then
 		mv -f "$cur_file.mutant-orig" "$cur_file"
 		touch "$cur_file"
-		echo "$cur_file" >> "$scratch/.mutant-dirty"
+		echo "$cur_file" >> .mutant-dirty
 	fi
 }
 trap 'cleanup; exit 130' INT TERM HUP
@@ -227,7 +256,7 @@ total_start=$(date +%s)
 # Every test named must exist; the tests of the mutants that name only
 # existing ones make the baseline.
 declare -A absent=()
-baseline=()
+baseline=() baseline_tsan=()
 for n in "${names[@]}"; do
 	[ -f "$mdir/$n.mutant" ] || continue
 	for t in $(field tests "$mdir/$n.mutant"); do
@@ -236,22 +265,33 @@ for n in "${names[@]}"; do
 		fi
 	done
 	[ -n "${absent[$n]:-}" ] && continue
-	for t in $(field tests "$mdir/$n.mutant"); do
-		case " ${baseline[*]} " in *" $t "*) ;; *) baseline+=("$t") ;; esac
-	done
+	case $(field sanitizer "$mdir/$n.mutant") in
+	'')
+		for t in $(field tests "$mdir/$n.mutant"); do
+			case " ${baseline[*]} " in *" $t "*) ;; *) baseline+=("$t") ;; esac
+		done ;;
+	thread)
+		for t in $(field tests "$mdir/$n.mutant"); do
+			case " ${baseline_tsan[*]} " in *" $t "*) ;; *) baseline_tsan+=("$t") ;; esac
+		done ;;
+	esac
 done
 
-# The baseline: each named test, unmutated, must pass.  $jobs at once.
-if [ ${#baseline[@]} -gt 0 ]; then
-	echo "# baseline: ${#baseline[@]} tests on the unmutated tree"
+# run_baseline LABEL T...: each named test, unmutated, must pass, in the
+# tree the shell is in.  $jobs at once.
+run_baseline() {
+	local label=$1 start bad b running t
+	shift
+	local -a bl=("$@")
+	echo "# baseline$label: ${#bl[@]} tests on the unmutated tree"
 	start=$(date +%s)
 	# shellcheck disable=SC2046
-	make -j"$jobs" $(for t in "${baseline[@]}"; do case $t in *.sh) ;; *) echo "$t" ;; esac; done) \
+	make -j"$jobs" $(for t in "${bl[@]}"; do case $t in *.sh) ;; *) echo "$t" ;; esac; done) \
 		> mutants-baseline.build.log 2>&1 ||
-		die "baseline: the named tests do not build: $scratch/mutants-baseline.build.log"
+		die "baseline: the named tests do not build: $PWD/mutants-baseline.build.log"
 	rm -f mutants-baseline.*.verdict
 	running=0
-	for t in "${baseline[@]}"; do
+	for t in "${bl[@]}"; do
 		if [ "$running" -ge "$jobs" ]; then
 			wait -n
 			running=$((running - 1))
@@ -262,17 +302,26 @@ if [ ${#baseline[@]} -gt 0 ]; then
 	done
 	wait
 	bad=0
-	for t in "${baseline[@]}"; do
+	for t in "${bl[@]}"; do
 		b=mutants-baseline.$(basename "$t")
 		case $(cat "$b.verdict" 2> /dev/null) in
 		1) ;;
-		2) echo "# baseline: $t hangs without any mutant ($scratch/$b.log)"; bad=$((bad + 1)) ;;
-		*) echo "# baseline: $t fails without any mutant ($scratch/$b.log)"; bad=$((bad + 1)) ;;
+		2) echo "# baseline$label: $t hangs without any mutant ($PWD/$b.log)"; bad=$((bad + 1)) ;;
+		*) echo "# baseline$label: $t fails without any mutant ($PWD/$b.log)"; bad=$((bad + 1)) ;;
 		esac
 	done
 	[ "$bad" -eq 0 ] ||
-		die "baseline: $bad of ${#baseline[@]} named tests fail on the unmutated tree: they cannot prove anything"
-	echo "# baseline: all ${#baseline[@]} pass ($(( $(date +%s) - start )) s)"
+		die "baseline: $bad of ${#bl[@]} named tests fail on the unmutated tree: they cannot prove anything"
+	echo "# baseline$label: all ${#bl[@]} pass ($(( $(date +%s) - start )) s)"
+}
+[ ${#baseline[@]} -eq 0 ] || run_baseline "" "${baseline[@]}"
+# The ThreadSanitizer tree, only if a mutant needs it.
+if [ ${#baseline_tsan[@]} -gt 0 ]; then
+	prepare_tree "$tsan_tree" --enable-sanitizers=thread
+	tsan_mode=1
+	run_baseline " (thread)" "${baseline_tsan[@]}"
+	tsan_mode=
+	cd "$scratch" || die "cd $scratch"
 fi
 
 echo "1..${#names[@]}"
@@ -287,10 +336,20 @@ for n in "${names[@]}"; do
 	file=$(field file "$m")
 	tests=$(field tests "$m")
 	what=$(field invariant "$m")
+	san=$(field sanitizer "$m")
+	# a mutant that only ThreadSanitizer sees: in its tree
+	if [ "$san" = thread ]; then
+		cd "$tsan_tree" || die "cd $tsan_tree"
+		tsan_mode=1
+	else
+		cd "$scratch" || die "cd $scratch"
+		tsan_mode=
+	fi
 	text original "$m" > .mutant-original
 	text replacement "$m" > .mutant-replacement
-	if [ -z "$file" ] || [ -z "$tests" ] || [ ! -s .mutant-original ]; then
-		echo "not ok $num - $n: malformed (file:, tests:, --- original, --- replacement)"
+	if [ -z "$file" ] || [ -z "$tests" ] || [ ! -s .mutant-original ] ||
+	   { [ -n "$san" ] && [ "$san" != thread ]; }; then
+		echo "not ok $num - $n: malformed (file:, tests:, sanitizer: thread or none, --- original, --- replacement)"
 		fail=$((fail + 1)); continue
 	fi
 	if [ -n "${absent[$n]:-}" ]; then
@@ -345,6 +404,7 @@ for n in "${names[@]}"; do
 	echo "$file" >> .mutant-dirty
 	cur_file=
 	secs=$(($(date +%s) - start))
+	[ -n "$by" ] && [ -n "$tsan_mode" ] && by="$by under ThreadSanitizer"
 	if [ -n "$by" ]; then
 		echo "ok $num - $n: caught by $by, twice (${secs} s): $what"
 		pass=$((pass + 1))
@@ -358,9 +418,16 @@ done
 # program, since a mutant of include/asyncpool/ was compiled into its
 # tests too, and the next run's copy gives the reverted header its old
 # time back (older than those tests: make would keep them mutated).
+cd "$scratch" || die "cd $scratch"
 echo "# rebuilding the scratch tree unmutated"
 if make -j"$jobs" > /dev/null 2>&1 && make -j"$jobs" check TESTS= > /dev/null 2>&1; then
 	rm -f .mutant-dirty
+fi
+if [ ${#baseline_tsan[@]} -gt 0 ] && cd "$tsan_tree"; then
+	echo "# rebuilding the ThreadSanitizer tree unmutated"
+	if make -j"$jobs" > /dev/null 2>&1 && make -j"$jobs" check TESTS= > /dev/null 2>&1; then
+		rm -f .mutant-dirty
+	fi
 fi
 echo "# $((  $(date +%s) - total_start )) s for ${#names[@]} mutants"
 echo "$pass passed, $fail failed"
