@@ -26,6 +26,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stdlib.h>
 
 #include "buffer_state.h"
 #include "internal.h"
@@ -35,6 +36,39 @@
 void (*ap_test_hook_before_cas)(void);
 void (*ap_test_hook_point)(enum ap_test_point);
 void (*ap_test_hook_stall)(enum ap_test_stall);
+
+/* The emulated store buffer (test_stall.h): first in, first out. */
+_Thread_local int ap_test_tso_armed;
+static _Thread_local struct {
+	void *p;
+	uint64_t v;
+	unsigned size;
+} tso_buf[256];
+static _Thread_local unsigned tso_n;
+
+void ap_test_tso_flush(void)
+{
+	for (unsigned i = 0; i < tso_n; i++) {
+		if (tso_buf[i].size == 8)
+			__atomic_store_n((uint64_t *)tso_buf[i].p, tso_buf[i].v, __ATOMIC_RELEASE);
+		else if (tso_buf[i].size == 4)
+			__atomic_store_n((uint32_t *)tso_buf[i].p, (uint32_t)tso_buf[i].v,
+					 __ATOMIC_RELEASE);
+		else
+			abort();
+	}
+	tso_n = 0;
+}
+
+void ap_test_tso_hold(void *p, uint64_t v, unsigned size)
+{
+	if (tso_n == sizeof(tso_buf) / sizeof(tso_buf[0]))
+		ap_test_tso_flush();    /* a full buffer drains: TSO allows it */
+	tso_buf[tso_n].p = p;
+	tso_buf[tso_n].v = v;
+	tso_buf[tso_n].size = size;
+	tso_n++;
+}
 #endif
 
 /* A chain pop whose takes keep failing holds a buffer twice: give up. */

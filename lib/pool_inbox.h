@@ -61,8 +61,8 @@ static inline uint32_t ap_inbox_count(const struct ap_inbox *b)
 
 /*
  * Send k tokens (k <= cap): false if the ring has no room for them.
- * After a true, the caller fences (seq_cst) before it looks at orphan
- * and at the pool's waiters (pool_owner.c).
+ * After a true, the caller fences (seq_cst, AP_TSO_FENCE()) before it
+ * looks at orphan and at the pool's waiters (pool_owner.c).
  */
 static inline bool ap_inbox_send(struct ap_inbox *b, const uint64_t *tok, uint32_t k)
 {
@@ -75,7 +75,7 @@ static inline bool ap_inbox_send(struct ap_inbox *b, const uint64_t *tok, uint32
 						       memory_order_relaxed));
 	AP_TEST_STALL(AP_TS_INBOX_SEND);
 	for (uint32_t j = 0; j < k; j++)
-		atomic_store_explicit(&b->slot[(t + j) & b->mask], tok[j], memory_order_release);
+		AP_TSO_STORE(&b->slot[(t + j) & b->mask], tok[j], memory_order_release);
 	return true;
 }
 

@@ -375,7 +375,7 @@ static int owner_send(struct asyncpool *pool, uint32_t o, const uint64_t *tok, u
 	}
 	/* Published before the looks at orphan and at the waiters: one of
 	 * them, or the exiting owner / the waiter, sees the other. */
-	atomic_thread_fence(memory_order_seq_cst);
+	AP_TSO_FENCE();
 	if (AP_UNLIKELY(atomic_load_explicit(&b->orphan, memory_order_relaxed))) {
 		AP_TEST_STALL(AP_TS_ORPHAN_SEEN);
 		if (!locked)
@@ -391,6 +391,8 @@ static int owner_send(struct asyncpool *pool, uint32_t o, const uint64_t *tok, u
 		if (!locked)
 			pthread_mutex_unlock(&ap_cache_lock);
 	}
+	AP_TEST_STALL(AP_TS_SEND_LOOKED);
+	AP_TSO_FLUSH();         /* the end of the test's store buffer */
 	ap_wait_wake(pool->fl.line, false);
 	return 0;
 }
@@ -496,9 +498,11 @@ void ap_owner_leave_thread(struct ap_cache *c)
 	}
 	atomic_fetch_add_explicit(&b->out, ap_cache_lent(c), memory_order_relaxed);
 	ap_cache_add_lent(c, -ap_cache_lent(c));
-	atomic_store_explicit(&b->orphan, 1, memory_order_seq_cst);
-	atomic_thread_fence(memory_order_seq_cst);
+	AP_TSO_STORE(&b->orphan, 1, memory_order_seq_cst);
+	AP_TSO_FENCE();
 	box_drain_other(pool, b);
+	AP_TEST_STALL(AP_TS_LEAVE_DRAINED);
+	AP_TSO_FLUSH();
 	c->box = NULL;
 }
 

@@ -10,6 +10,9 @@
 #ifndef ASYNCPOOL_TEST_STALL_H
 #define ASYNCPOOL_TEST_STALL_H
 
+#include <stdatomic.h>
+#include <stdint.h>
+
 enum ap_test_stall {
 	AP_TS_CACHE_CLAIM,      /* a release into a cache checked the word, before its CAS */
 	AP_TS_RELEASE_CLAIM,    /* a release to the freelist checked the word, before its CAS */
@@ -21,6 +24,8 @@ enum ap_test_stall {
 	AP_TS_WAITER_LOOKED,    /* a waiter found the pool empty, before its futex wait */
 	AP_TS_WAIT_FD_STOP,     /* a destroy is about to stop the wait fd's thread */
 	AP_TS_CACHES_FREE,      /* a destroy is about to free the caches and the depot */
+	AP_TS_SEND_LOOKED,      /* an owner's send looked at orphan, before its store buffer drains */
+	AP_TS_LEAVE_DRAINED,    /* a leaving owner drained its inbox, before its store buffer drains */
 };
 
 #ifdef ASYNCPOOL_TEST_HOOKS
@@ -37,5 +42,32 @@ extern _Atomic uint64_t ap_test_exported_calls;
 #define AP_TEST_STALL(p) do { } while (0)
 #define AP_TEST_EXPORTED_CALL() do { } while (0)
 #endif
+
+/*
+ * x86-TSO's store buffer, emulated for the Dekker pair of the owner's
+ * send and the owner's leave (pool_owner.c, tests/test-owner-tso): in
+ * the test-hook build, a thread that set ap_test_tso_armed holds its
+ * AP_TSO_STORE()s (address and value, not written) until its next
+ * AP_TSO_FENCE() or AP_TSO_FLUSH(), so that its later loads go ahead of
+ * them, as TSO lets them; a stall point between the load and the flush
+ * makes the reordering last as long as the test wants.  Elsewhere they
+ * are the atomic store and the seq_cst fence, nothing else.
+ */
+#ifdef ASYNCPOOL_TEST_HOOKS
+extern _Thread_local int ap_test_tso_armed;
+void ap_test_tso_hold(void *p, uint64_t v, unsigned size);
+void ap_test_tso_flush(void);
+#define AP_TSO_STORE(p, v, order) do { \
+		if (ap_test_tso_armed) \
+			ap_test_tso_hold((void *)(p), (v), sizeof(*(p))); \
+		else \
+			atomic_store_explicit((p), (v), (order)); \
+	} while (0)
+#define AP_TSO_FLUSH() do { if (ap_test_tso_armed) ap_test_tso_flush(); } while (0)
+#else
+#define AP_TSO_STORE(p, v, order) atomic_store_explicit((p), (v), (order))
+#define AP_TSO_FLUSH() do { } while (0)
+#endif
+#define AP_TSO_FENCE() do { AP_TSO_FLUSH(); atomic_thread_fence(memory_order_seq_cst); } while (0)
 
 #endif /* ASYNCPOOL_TEST_STALL_H */
