@@ -378,6 +378,7 @@ static int owner_send(struct asyncpool *pool, uint32_t o, const uint64_t *tok, u
 	AP_TSO_FENCE();
 	if (AP_UNLIKELY(atomic_load_explicit(&b->orphan, memory_order_relaxed))) {
 		AP_TEST_STALL(AP_TS_ORPHAN_SEEN);
+		AP_TSO_FLUSH();         /* as the lock's atomic RMW drains it */
 		if (!locked)
 			pthread_mutex_lock(&ap_cache_lock);
 		/*

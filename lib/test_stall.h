@@ -50,8 +50,11 @@ extern _Atomic uint64_t ap_test_exported_calls;
  * AP_TSO_STORE()s (address and value, not written) until its next
  * AP_TSO_FENCE() or AP_TSO_FLUSH(), so that its later loads go ahead of
  * them, as TSO lets them; a stall point between the load and the flush
- * makes the reordering last as long as the test wants.  Elsewhere they
- * are the atomic store and the seq_cst fence, nothing else.
+ * makes the reordering last as long as the test wants.  A held store is
+ * not forwarded to its own thread's loads: every flush comes before the
+ * thread reads what it holds or takes a lock (whose atomic RMW drains
+ * x86's buffer).  Elsewhere they are the atomic store and the seq_cst
+ * fence, nothing else.
  */
 #ifdef ASYNCPOOL_TEST_HOOKS
 extern _Thread_local int ap_test_tso_armed;
