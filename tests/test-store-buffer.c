@@ -23,8 +23,9 @@
  * token left in the inbox of the owner that left is a stranded release:
  * there must be none.  A count of outcomes, not of time.
  *
- * It cannot catch the fence's removal for certain, so that mutant is not
- * in tests/mutants (it would survive; issue 54's report): on the 2-CPU
+ * It cannot catch the fence's removal for certain: tests/test-owner-tso
+ * does, on every run, with x86-TSO's store buffer emulated in the
+ * test-hook build (tests/mutants/owner-send-no-fence).  On the 2-CPU
  * KVM machine of 2026-12-07, with the fence removed, 0 to 7 strands per
  * 20,000 rounds (foreign load 4-6; the strands' delays 25-95 spins),
  * none in any run with it; a store-buffering litmus of two plain
