@@ -197,6 +197,10 @@ static bool chan_recv32(struct side *s, unsigned long n) { return chan_recv_n(s,
  * takes every token back and releases the set.  out: sent, not back.
  */
 #define CH_BACK 256u
+/* chan-floor-back's tokens: FBACK_STRIDE apart (8: a word a line; 1: 8 a line). */
+#ifndef FBACK_STRIDE
+#define FBACK_STRIDE 8u
+#endif
 
 static bool back_send_n(struct side *s, unsigned long n, uint32_t per)
 {
@@ -561,7 +565,8 @@ static uint32_t words_get(struct side *s, uint64_t *v, uint32_t n)
  * bare ring (rte_ring's SP/SC), as a return ring per channel would take
  * them; the sender sends only what came back, from a working set of
  * CH_BACK tokens 8, 16, ... (a word each, each on a line of its own, as
- * a pool's random order spreads them).  What a pool with a return ring
+ * a pool's random order spreads them; built with -DFBACK_STRIDE=1u,
+ * 1, 2, ...: 8 words a line, as chan-floor-words's).  What a pool with a return ring
  * instead of the freelist could cost at best: a CAS on the word on
  * each side, two rings, no checks, no counters, no step.
  */
@@ -602,7 +607,7 @@ static bool fback_send(struct side *s, unsigned long n, uint32_t per)
 	unsigned long out = 0;
 
 	for (uint32_t j = 0; j < CH_BACK; j++)
-		t[j] = 8 * (uint64_t)(j + 1);
+		t[j] = (uint64_t)(j + 1) * FBACK_STRIDE;
 	for (unsigned long k = 0; k < n;) {
 		uint32_t want, got;
 
@@ -653,7 +658,7 @@ static bool fback_recv(struct side *s, unsigned long n, uint32_t per)
 			if (!still(s))
 				return false;
 		for (uint32_t i = 0; i < got; i++)
-			odd |= v[i] % 8 || !v[i] || v[i] > 8 * CH_BACK;
+			odd |= v[i] % FBACK_STRIDE || !v[i] || v[i] > FBACK_STRIDE * CH_BACK;
 		while ((at += back_put(s, v + at, got - at)) < got)
 			if (!still(s))
 				return false;
