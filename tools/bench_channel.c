@@ -63,6 +63,10 @@
 #define CH_CACHE   256u
 #define CH_BULK    32u
 #define LAT_MAX    (1ul << 22)  /* round trips per repetition, at most */
+/* The channel cases' pool flags: a build knob (-DCH_POOL_FLAGS=2u: ASYNCPOOL_SHARED_CHANNEL_DROP). */
+#ifndef CH_POOL_FLAGS
+#define CH_POOL_FLAGS 0u
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __builtin_ia32_pause()
@@ -929,6 +933,7 @@ int bench_channel(enum bench_chan_kind kind, unsigned long ops, unsigned reps,
 		o.buffer_count = CH_BUFFERS;
 		o.channels = 2;
 		o.channel_capacity = CH_CAP;
+		o.flags = CH_POOL_FLAGS;
 		if ((rc = asyncpool_shared_create(&o, &sp)))
 			goto out;
 		s.pool = asyncpool_shared_pool(sp);
