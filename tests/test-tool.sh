@@ -39,9 +39,10 @@ tokens32-2t tokens32-cached-2t tokens32-2t-shuffled tokens32-cached-2t-shuffled 
 shared-1t shared-cached-1t shared-token-1t shared-token-cached-1t cas-floor-cached-1t shared-2t shared-cached-2t shared-2p shared-cached-2p
 wake-threads wake-2proc many-senders-1 many-senders-2 many-senders-4
 many-senders-floor-1 many-senders-floor-2 many-senders-floor-4
-chan-latency chan-2proc-1 chan-2proc-32 chan-wake-2proc chan-floor-line chan-floor-futex
+chan-latency chan-2proc-1 chan-2proc-32 chan-back-2proc-1 chan-back-2proc-32 chan-wake-2proc
+chan-floor-line chan-floor-futex
 chan-floor-ring-1 chan-floor-ring-32 chan-floor-slots-1 chan-floor-slots-32
-chan-floor-words-1 chan-floor-words-32
+chan-floor-words-1 chan-floor-words-32 chan-floor-back-1 chan-floor-back-32
 reclaim-latency contend-spin contend-wait contend-baseline handoff-2proc-spin handoff-2proc-wait wrap wrap-cached
 wrap-shared wrap-shared-cached xdp-rxdrop xdp-fwd xdp-rxdrop-2q mutex-baseline
 mutex-baseline-threads cas2-baseline handoff-queue-baseline"
@@ -99,8 +100,8 @@ is "bench 'default-*' pool: those seven cases, in order" \
 # the ping-pong rows give their 99.9th percentile and round trips
 check "bench 'chan-*', tiny" 0 "$tool" bench --json --ops 400 --reps 2 'chan-*'
 tr '{' '\n' < "$tmp/out" | grep -c '^"name":"chan-[a-z0-9-]*","threads":2,.*"mops_per_s_max":[0-9.]*\(,"p999_ns":[0-9.]*,"round_trips":[0-9.]*\)\{0,1\}}' > "$tmp/nchan"
-is "bench 'chan-*': twelve rows, four with p999_ns" \
-	sh -c 'test "$(cat "$1")" = 12 && test "$(grep -o "\"p999_ns\"" "$2" | wc -l)" = 4' sh "$tmp/nchan" "$tmp/out"
+is "bench 'chan-*': sixteen rows, four with p999_ns" \
+	sh -c 'test "$(cat "$1")" = 16 && test "$(grep -o "\"p999_ns\"" "$2" | wc -l)" = 4' sh "$tmp/nchan" "$tmp/out"
 # demo --xdp (root, a netns, a veth, XDP): every frame received and checked,
 # 64 sent back out and completed, all back; SKIPPED with the reason elsewhere
 check "demo --xdp" 0 "$tool" demo --xdp --ops 500

@@ -11,6 +11,12 @@
  *                      time) and sends them, one or 32 per call; the
  *                      child receives as many per call and releases them
  *                      into its cache, as a program does
+ *   chan-back-2proc-1, -32  the same hand-off, but the child sends the
+ *                      buffers back over channel 1 instead of releasing
+ *                      them, and the parent sends what comes back
+ *                      instead of acquiring (a working set of 256
+ *                      acquired once a round): the pool's freelist is
+ *                      left out of the way back (issue 53)
  *   chan-wake-2proc    the latency ping-pong with both sides asleep in
  *                      asyncpool_channel_recv_wait()
  * and what a channel cannot beat, measured the same way:
@@ -27,6 +33,10 @@
  *                      each side (a word of 4096, 8 a cache line, as a
  *                      pool's state[]): what the channel's ownership
  *                      costs, without its checks, counters or pool
+ *   chan-floor-back-*  chan-floor-words one way, the tokens back on a
+ *                      bare ring (rte_ring's SP/SC) from a working set
+ *                      of 256 words a line each: the floor of a return
+ *                      ring per channel instead of the pool's freelist
  * Each pair of ns per token, or per one way.  The latency cases give the
  * median, the minimum and the maximum over the repetitions of each one's
  * median, and the median of their 99.9th percentiles (p999_ns).
@@ -53,6 +63,10 @@
 #define CH_CACHE   256u
 #define CH_BULK    32u
 #define LAT_MAX    (1ul << 22)  /* round trips per repetition, at most */
+/* The channel cases' pool flags: a build knob (-DCH_POOL_FLAGS=2u: ASYNCPOOL_SHARED_CHANNEL_DROP). */
+#ifndef CH_POOL_FLAGS
+#define CH_POOL_FLAGS 0u
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __builtin_ia32_pause()
@@ -96,6 +110,7 @@ struct side {
 	struct asyncpool_channel *tx, *rx;      /* channel 0 one way, channel 1 the other */
 	uint64_t *lat;          /* the parent's round trips of this round, or NULL */
 	uint64_t pos, peer;     /* a floor ring: this side's position, the other's as last read */
+	uint64_t bpos;          /* chan-floor-back: this side's position in the bare ring */
 	pid_t child;            /* the parent: the child; the child: 0 */
 	unsigned long spins;
 };
@@ -179,6 +194,120 @@ static bool chan_send1(struct side *s, unsigned long n) { return chan_send_n(s, 
 static bool chan_recv1(struct side *s, unsigned long n) { return chan_recv_n(s, n, 1); }
 static bool chan_send32(struct side *s, unsigned long n) { return chan_send_n(s, n, CH_BULK); }
 static bool chan_recv32(struct side *s, unsigned long n) { return chan_recv_n(s, n, CH_BULK); }
+
+/*
+ * chan-back: the parent sends from a working set of CH_BACK tokens,
+ * refilled from what the child sends back on channel 1; at the end it
+ * takes every token back and releases the set.  out: sent, not back.
+ */
+#define CH_BACK 256u
+/* chan-floor-back's tokens: FBACK_STRIDE apart (8: a word a line; 1: 8 a line). */
+#ifndef FBACK_STRIDE
+#define FBACK_STRIDE 8u
+#endif
+
+static bool back_send_n(struct side *s, unsigned long n, uint32_t per)
+{
+	uint64_t t[CH_BACK];
+	uint32_t have = 0;
+	unsigned long out = 0;
+	bool ok = true;
+
+	while (have < CH_BACK) {
+		if (asyncpool_acquire_tokens(s->pool, t + have, CH_BULK)) {
+			if (!still(s)) {
+				ok = false;
+				goto give_back;
+			}
+			continue;
+		}
+		have += CH_BULK;
+	}
+	for (unsigned long k = 0; k < n;) {
+		uint32_t want;
+		int r;
+
+		if (have < per && out) {
+			r = asyncpool_channel_recv_tokens(s->rx, t + have, CH_BACK - have);
+			if (r > 0) {
+				have += (uint32_t)r;
+				out -= (unsigned long)r;
+			} else if (r != -EAGAIN || (!have && !still(s))) {
+				ok = false;
+				goto give_back;
+			}
+			if (!have)
+				continue;
+		}
+		want = per < have ? per : have;
+		if (want > n - k)
+			want = (uint32_t)(n - k);
+		r = want == 1 ? (asyncpool_channel_send_token(s->tx, t[have - 1]) ? -EAGAIN : 1) :
+		    asyncpool_channel_send_tokens(s->tx, t + have - want, want);
+		if (r > 0) {
+			/* send_tokens sends the first r of t + have - want */
+			if ((uint32_t)r < want)
+				memmove(t + have - want, t + have - want + r,
+					(want - (uint32_t)r) * sizeof(*t));
+			have -= (uint32_t)r;
+			out += (unsigned long)r;
+			k += (unsigned long)r;
+		} else if (r != -EAGAIN || !still(s)) {
+			ok = false;
+			goto give_back;
+		}
+	}
+	while (out) {
+		int r = asyncpool_channel_recv_tokens(s->rx, t + have, CH_BACK - have);
+
+		if (r > 0) {
+			have += (uint32_t)r;
+			out -= (unsigned long)r;
+		} else if (r != -EAGAIN || !still(s)) {
+			ok = false;
+			break;
+		}
+	}
+give_back:
+	if (have)
+		(void)asyncpool_release_tokens(s->pool, t, have);
+	return ok;
+}
+
+/* n tokens, up to per per call: received, sent back on channel 1. */
+static bool back_recv_n(struct side *s, unsigned long n, uint32_t per)
+{
+	uint64_t t[CH_BULK];
+
+	for (unsigned long got = 0; got < n;) {
+		uint32_t want = per < n - got ? per : (uint32_t)(n - got), at = 0;
+		int r = asyncpool_channel_recv_tokens(s->rx, t, want);
+
+		if (r == -EAGAIN) {
+			if (!still(s))
+				return false;
+			continue;
+		}
+		if (r <= 0)
+			return false;
+		while (at < (uint32_t)r) {
+			int w = asyncpool_channel_send_tokens(s->tx, t + at, (uint32_t)r - at);
+
+			if (w > 0)
+				at += (uint32_t)w;
+			else if (w != -EAGAIN || !still(s))
+				return false;
+		}
+		got += (unsigned long)r;
+	}
+	atomic_store(&s->ctl->sum, n);
+	return true;
+}
+
+static bool back_send1(struct side *s, unsigned long n) { return back_send_n(s, n, 1); }
+static bool back_recv1(struct side *s, unsigned long n) { return back_recv_n(s, n, 1); }
+static bool back_send32(struct side *s, unsigned long n) { return back_send_n(s, n, CH_BULK); }
+static bool back_recv32(struct side *s, unsigned long n) { return back_recv_n(s, n, CH_BULK); }
 
 /* Busy-polled: a token out on channel 0, back on channel 1. */
 static bool chan_ping(struct side *s, unsigned long n)
@@ -435,6 +564,120 @@ static uint32_t words_get(struct side *s, uint64_t *v, uint32_t n)
 	return got;
 }
 
+/*
+ * chan-floor-back: the words floor one way, and the tokens back on the
+ * bare ring (rte_ring's SP/SC), as a return ring per channel would take
+ * them; the sender sends only what came back, from a working set of
+ * CH_BACK tokens 8, 16, ... (a word each, each on a line of its own, as
+ * a pool's random order spreads them; built with -DFBACK_STRIDE=1u,
+ * 1, 2, ...: 8 words a line, as chan-floor-words's).  What a pool with a return ring
+ * instead of the freelist could cost at best: a CAS on the word on
+ * each side, two rings, no checks, no counters, no step.
+ */
+static uint32_t back_put(struct side *s, const uint64_t *v, uint32_t n)
+{
+	struct bare_ring *r = &s->ctl->ring;
+	uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+	uint32_t room = CH_CAP - (uint32_t)(s->bpos - head);
+
+	if (n > room)
+		n = room;
+	for (uint32_t i = 0; i < n; i++)
+		r->slot[(s->bpos + i) & (CH_CAP - 1)] = v[i];
+	s->bpos += n;
+	atomic_store_explicit(&r->tail, s->bpos, memory_order_release);
+	return n;
+}
+
+static uint32_t back_get(struct side *s, uint64_t *v, uint32_t n)
+{
+	struct bare_ring *r = &s->ctl->ring;
+	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+	uint32_t have = (uint32_t)(tail - s->bpos);
+
+	if (n > have)
+		n = have;
+	for (uint32_t i = 0; i < n; i++)
+		v[i] = r->slot[(s->bpos + i) & (CH_CAP - 1)];
+	s->bpos += n;
+	atomic_store_explicit(&r->head, s->bpos, memory_order_release);
+	return n;
+}
+
+static bool fback_send(struct side *s, unsigned long n, uint32_t per)
+{
+	uint64_t t[CH_BACK];
+	uint32_t have = CH_BACK;
+	unsigned long out = 0;
+
+	for (uint32_t j = 0; j < CH_BACK; j++)
+		t[j] = (uint64_t)(j + 1) * FBACK_STRIDE;
+	for (unsigned long k = 0; k < n;) {
+		uint32_t want, got;
+
+		if (have < per && out) {
+			got = back_get(s, t + have, CH_BACK - have);
+			have += got;
+			out -= got;
+			if (!have) {
+				if (!still(s))
+					return false;
+				continue;
+			}
+		}
+		want = per < have ? per : have;
+		if (want > n - k)
+			want = (uint32_t)(n - k);
+		got = words_put(s, t + have - want, want);
+		if (!got) {
+			if (!still(s))
+				return false;
+			continue;
+		}
+		if (got < want)
+			memmove(t + have - want, t + have - want + got, (want - got) * sizeof(*t));
+		have -= got;
+		out += got;
+		k += got;
+	}
+	while (out) {
+		uint32_t got = back_get(s, t, CH_BACK);
+
+		out -= got;
+		if (!got && !still(s))
+			return false;
+	}
+	return true;
+}
+
+static bool fback_recv(struct side *s, unsigned long n, uint32_t per)
+{
+	uint64_t v[CH_BULK];
+	bool odd = false;
+
+	for (unsigned long k = 0; k < n;) {
+		uint32_t want = per < n - k ? per : (uint32_t)(n - k), got, at = 0;
+
+		while (!(got = words_get(s, v, want)))
+			if (!still(s))
+				return false;
+		for (uint32_t i = 0; i < got; i++)
+			odd |= v[i] % FBACK_STRIDE || !v[i] || v[i] > FBACK_STRIDE * CH_BACK;
+		while ((at += back_put(s, v + at, got - at)) < got)
+			if (!still(s))
+				return false;
+		k += got;
+	}
+	/* What the parent checks: n tokens, all of the working set. */
+	atomic_store(&s->ctl->sum, odd ? 0 : n * (n + 1) / 2);
+	return true;
+}
+
+static bool fback_send1(struct side *s, unsigned long n) { return fback_send(s, n, 1); }
+static bool fback_recv1(struct side *s, unsigned long n) { return fback_recv(s, n, 1); }
+static bool fback_send32(struct side *s, unsigned long n) { return fback_send(s, n, CH_BULK); }
+static bool fback_recv32(struct side *s, unsigned long n) { return fback_recv(s, n, CH_BULK); }
+
 typedef uint32_t (*put_fn)(struct side *s, const uint64_t *v, uint32_t n);
 typedef uint32_t (*get_fn)(struct side *s, uint64_t *v, uint32_t n);
 
@@ -509,6 +752,10 @@ static const struct {
 	[BENCH_FLOOR_SLOTS_32] = { seq_send32, seq_recv32, false, false, 1 },
 	[BENCH_FLOOR_WORDS_1] = { words_send1, words_recv1, false, false, 1 },
 	[BENCH_FLOOR_WORDS_32] = { words_send32, words_recv32, false, false, 1 },
+	[BENCH_CHAN_BACK_1] = { back_send1, back_recv1, true, false, 1 },
+	[BENCH_CHAN_BACK_32] = { back_send32, back_recv32, true, false, 1 },
+	[BENCH_FLOOR_BACK_1] = { fback_send1, fback_recv1, false, false, 1 },
+	[BENCH_FLOOR_BACK_32] = { fback_send32, fback_recv32, false, false, 1 },
 };
 
 static void pin(int cpu)
@@ -686,6 +933,7 @@ int bench_channel(enum bench_chan_kind kind, unsigned long ops, unsigned reps,
 		o.buffer_count = CH_BUFFERS;
 		o.channels = 2;
 		o.channel_capacity = CH_CAP;
+		o.flags = CH_POOL_FLAGS;
 		if ((rc = asyncpool_shared_create(&o, &sp)))
 			goto out;
 		s.pool = asyncpool_shared_pool(sp);
