@@ -76,11 +76,18 @@
 #include <liburing.h>
 #include <asyncpool.h>
 
+#ifndef BUFFER_SIZE
 #define BUFFER_SIZE   16384u
+#endif
 #define BUFFER_COUNT  256u
+#ifndef RING_ENTRIES
 #define RING_ENTRIES  64u
+#endif
 #define MAX_CONNS     64u       /* connections per run, numbered from 0 */
+#ifndef ZC_MIN
 #define ZC_MIN        2048u     /* smaller items: IORING_OP_SEND (a copy) */
+#endif
+#define BATCH         32u       /* items a stage takes or sends in one call */
 #define CH_IN         0u        /* ingest -> worker */
 #define CH_OUT        1u        /* worker -> egress */
 
@@ -192,6 +199,40 @@ static void send_on(struct asyncpool_channel *ch, struct asyncpool_lease *l, uin
 	}
 }
 
+/*
+ * Send n items in one call (one look at the receiver's wake word for all
+ * of them, so the receiver wakes once for the batch), waiting for room
+ * only for what did not fit.
+ */
+static void send_batch(struct asyncpool_channel *ch, struct asyncpool_lease *l,
+		       const uint64_t *tag, unsigned n)
+{
+	struct asyncpool_channel_entry en[BATCH];
+	unsigned done = 0;
+	int rc;
+
+	for (unsigned i = 0; i < n; i++)
+		en[i] = (struct asyncpool_channel_entry){
+			.token = asyncpool_lease_token(&l[i]),
+			.tag = tag[i],
+			.offset = (uint32_t)(l[i].span.offset - (size_t)l[i].buffer_index *
+					     asyncpool_region_buffer_size(l[i].span.region)),
+			.length = (uint32_t)l[i].span.length,
+		};
+	if (n) {
+		rc = asyncpool_channel_send_entries(ch, en, n);
+		if (rc > 0)
+			done = (unsigned)rc;
+		else if (rc != -EAGAIN && rc != -EPIPE)
+			die("asyncpool_channel_send_entries", rc);
+	}
+	/* The channel has the first done: those leases are spent. */
+	for (unsigned i = 0; i < done; i++)
+		memset(&l[i], 0, sizeof(l[i]));
+	for (unsigned i = done; i < n; i++)
+		send_on(ch, &l[i], tag[i]);
+}
+
 /* ---- ingest ---- */
 
 enum { OP_ACCEPT = 1, OP_RECV, OP_POOL, OP_WAIT, OP_SEND };
@@ -221,7 +262,18 @@ struct ingest {
 	struct asyncpool_channel *ch;
 	struct in_conn conns[MAX_CONNS];
 	bool pool_wait;
+	/* Received, not yet sent on: sent as one batch when the ring has
+	 * no more completions (or BATCH are waiting). */
+	struct asyncpool_lease pending[BATCH];
+	uint64_t pending_tag[BATCH];
+	unsigned npending;
 };
+
+static void flush_pending(struct ingest *in)
+{
+	send_batch(in->ch, in->pending, in->pending_tag, in->npending);
+	in->npending = 0;
+}
 
 static void arm_recv(struct ingest *in, unsigned c)
 {
@@ -303,9 +355,16 @@ static int ingest(int listen_fd, int ctl)
 		bool more;
 		int res;
 
-		io_uring_submit_and_wait(&in->ring, 1);
-		if (io_uring_peek_cqe(&in->ring, &cqe))
-			continue;
+		/* Enter the kernel only when the ring has no completion left,
+		 * after sending on what the completions brought. */
+		if (io_uring_peek_cqe(&in->ring, &cqe)) {
+			flush_pending(in);
+			io_uring_submit_and_wait(&in->ring, 1);
+			if (io_uring_peek_cqe(&in->ring, &cqe))
+				continue;
+		} else if (io_uring_sq_ready(&in->ring)) {
+			io_uring_submit(&in->ring);
+		}
 		op = (unsigned)(cqe->user_data >> 32);
 		c = (unsigned)cqe->user_data;
 		res = cqe->res;
@@ -339,10 +398,14 @@ static int ingest(int listen_fd, int ctl)
 			io_uring_cqe_seen(&in->ring, cqe);
 			if (rc == 0) {
 				/* The bytes are in the pool's buffer: on they go. */
-				send_on(in->ch, &l, TAG(KIND_DATA, c, in->conns[c].seq++));
+				in->pending[in->npending] = l;
+				in->pending_tag[in->npending] = TAG(KIND_DATA, c, in->conns[c].seq++);
+				if (++in->npending == BATCH)
+					flush_pending(in);
 			} else if (rc == -ENOBUFS) {
 				in->conns[c].starved = true;
 			} else if (res == 0 || res == -ECONNRESET) {
+				flush_pending(in);
 				send_mark(in, TAG(KIND_EOF, c, in->conns[c].seq++));
 				in->conns[c].open = false;
 				close(in->conns[c].fd);
@@ -361,6 +424,7 @@ static int ingest(int listen_fd, int ctl)
 		}
 	}
 	/* Every connection ended: the last item says how many there were. */
+	flush_pending(in);
 	send_mark(in, TAG(KIND_STOP, 0, accepted));
 	if (in->pool_wait) {
 		struct io_uring_cqe *cqe;
@@ -394,20 +458,40 @@ static int worker(void)
 	struct asyncpool_channel *out = open_end(pool, CH_OUT, ASYNCPOOL_CHANNEL_SEND);
 
 	/* It runs until the parent ends it: an item redelivered after the
-	 * last one (its worker died holding it) must still go through. */
+	 * last one (its worker died holding it) must still go through.
+	 * It takes what channel 0 has, up to BATCH items, when it wakes, and
+	 * sends them on in one call: one wake-up of the worker and of egress
+	 * for a batch, not for each item. */
 	for (;;) {
-		struct asyncpool_channel_item it;
-		int rc = asyncpool_channel_recv_item_wait(in, &it, 1000000000);
+		struct asyncpool_channel_item it[BATCH];
+		struct asyncpool_lease l[BATCH];
+		uint64_t tag[BATCH];
+		int rc = asyncpool_channel_recv_items(in, it, BATCH), n;
 
+		if (rc == -EAGAIN) {
+			/* Nothing there: sleep for one, then take what came with it. */
+			rc = asyncpool_channel_recv_item_wait(in, &it[0], 1000000000);
+			if (rc == 0) {
+				int more = asyncpool_channel_recv_items(in, &it[1], BATCH - 1);
+
+				rc = 1 + (more > 0 ? more : 0);
+			}
+		}
 		if (rc == -ETIMEDOUT || rc == -EINTR || rc == -EPIPE)
 			continue;       /* -EPIPE: ingest is gone; the parent ends us */
-		if (rc)
-			die("asyncpool_channel_recv_item_wait", rc);
-		if (TAG_KIND(it.tag) == KIND_DATA)
-			to_upper(asyncpool_span_ptr(it.lease.span), it.lease.span.length);
-		if (worker_delay_us)
-			usleep(worker_delay_us);
-		send_on(out, &it.lease, it.tag);
+		if (rc < 0)
+			die("asyncpool_channel_recv_items", rc);
+		n = rc;
+		for (int i = 0; i < n; i++) {
+			if (TAG_KIND(it[i].tag) == KIND_DATA)
+				to_upper(asyncpool_span_ptr(it[i].lease.span),
+					 it[i].lease.span.length);
+			if (worker_delay_us)
+				usleep(worker_delay_us);
+			l[i] = it[i].lease;
+			tag[i] = it[i].tag;
+		}
+		send_batch(out, l, tag, (unsigned)n);
 	}
 	return 0;
 }
