@@ -3,14 +3,17 @@
  * pipeline: three processes over one shared pool, each stage a process
  * that may die and be restarted, the bytes never copied between them.
  *
- *   pipeline [-p PORT] [-n CONNECTIONS] [-q QUARANTINE_MS] [-d USEC] [-u]
+ *   pipeline [-p PORT] [-n CONNECTIONS] [-q QUARANTINE_MS] [-d USEC] [-z y|n|a] [-u]
  *
  * listens on 127.0.0.1:PORT (0, the default, picks a free port), prints
  * "listening on 127.0.0.1:PORT", and sends back every byte it receives
  * with a-z turned into A-Z.  With -n it exits after that many
  * connections ended (at most 64).  -q: the quarantine after which a
  * dead worker's items come back (200 ms); -d: the worker holds each item
- * USEC microseconds (a slow stage, to see kills land on held items).
+ * USEC microseconds (a slow stage, to see kills land on held items);
+ * -z: SEND_ZC always (y), never (n), or (a, the default) only to a peer
+ * on another host: to this host the kernel copies a SEND_ZC's bytes
+ * anyway, and a plain send is cheaper (same_host()).
  * Try it with
  *
  *   ./pipeline -p 7777 &
@@ -22,17 +25,21 @@
  *            multishot recvs on its io_uring, into the shared pool's
  *            buffers (asyncpool_recv_ring_create(3)); each completion is
  *            a pool lease, sent as it is on channel 0 with the span the
- *            bytes received and a tag (connection, sequence number);
- *   worker   receives from channel 0, turns a-z into A-Z in place, and
- *            sends the same lease on channel 1;
+ *            bytes received and a tag (connection, sequence number): the
+ *            completions the ring has at once go as one batch
+ *            (asyncpool_channel_send_entries(3));
+ *   worker   receives from channel 0 what it has (up to 32 items a
+ *            wake-up), turns a-z into A-Z in place, and sends the same
+ *            leases on channel 1 in one call;
  *   egress   receives from channel 1 (an io_uring wait on the channel,
  *            asyncpool_channel_prep_wait(3)) and sends the bytes back
  *            with IORING_OP_SEND_ZC, the items a connection has ready in
  *            order as one linked chain (IOSQE_IO_LINK, MSG_WAITALL: Linux
  *            5.19 sends all of each); a buffer goes back to the pool when
- *            its notification arrives (an item under 2 KiB goes with a
- *            plain IORING_OP_SEND: copying a few bytes costs less than
- *            pinning the page and waiting for the notification).
+ *            its notification arrives (an item under 2 KiB, or any item
+ *            to a client on this host, goes with a plain IORING_OP_SEND:
+ *            copying costs less than pinning the page and waiting for the
+ *            notification, and over loopback the kernel copies anyway).
  *
  * and the parent, which creates the pool, starts them, and starts a new
  * worker whenever the worker dies.  Kill the worker at any moment (its
@@ -76,11 +83,18 @@
 #include <liburing.h>
 #include <asyncpool.h>
 
+#ifndef BUFFER_SIZE
 #define BUFFER_SIZE   16384u
+#endif
 #define BUFFER_COUNT  256u
+#ifndef RING_ENTRIES
 #define RING_ENTRIES  64u
+#endif
 #define MAX_CONNS     64u       /* connections per run, numbered from 0 */
+#ifndef ZC_MIN
 #define ZC_MIN        2048u     /* smaller items: IORING_OP_SEND (a copy) */
+#endif
+#define BATCH         32u       /* items a stage takes or sends in one call */
 #define CH_IN         0u        /* ingest -> worker */
 #define CH_OUT        1u        /* worker -> egress */
 
@@ -98,6 +112,7 @@ static int pool_fd = -1;        /* the shared pool, inherited by the stages */
 static unsigned limit;          /* -n */
 static unsigned quarantine_ms = 200;
 static unsigned worker_delay_us;        /* -d: the worker holds each item this long */
+static char zc_mode = 'a';              /* -z y|n|a: SEND_ZC always, never, to other hosts */
 
 static void die(const char *what, int err)
 {
@@ -142,11 +157,39 @@ static int recv_fd(int sock, uint32_t *c, int *fd)
 	return 0;
 }
 
+/* One byte, and eight at a time: per byte, 0x80 where it is a-z. */
+static void upper_byte(unsigned char *p)
+{
+	if (*p >= 'a' && *p <= 'z')
+		*p = (unsigned char)(*p - 'a' + 'A');
+}
+
+static uint64_t lower_mask(uint64_t x)
+{
+	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+	uint64_t h = x & ~high;                 /* each byte's low 7 bits */
+	uint64_t ge_a = h + ones * (0x80 - 'a'); /* high bit: >= 'a' (no carry out) */
+	uint64_t gt_z = h + ones * (0x7f - 'z'); /* high bit: > 'z' */
+
+	return ge_a & ~gt_z & ~x & high;        /* and the byte below 0x80 */
+}
+
+/* a-z to A-Z, eight bytes a step (the byte loop ran at 2.2 GB/s). */
 static void to_upper(unsigned char *p, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		if (p[i] >= 'a' && p[i] <= 'z')
-			p[i] = (unsigned char)(p[i] - 'a' + 'A');
+	size_t i = 0;
+
+	for (; i < n && ((uintptr_t)(p + i) & 7); i++)
+		upper_byte(p + i);
+	for (; i + 8 <= n; i += 8) {
+		uint64_t x;
+
+		memcpy(&x, p + i, 8);
+		x ^= lower_mask(x) >> 2;        /* 0x80 >> 2: the case bit 0x20 */
+		memcpy(p + i, &x, 8);
+	}
+	for (; i < n; i++)
+		upper_byte(p + i);
 }
 
 static struct asyncpool_shared *open_pool(void)
@@ -192,6 +235,40 @@ static void send_on(struct asyncpool_channel *ch, struct asyncpool_lease *l, uin
 	}
 }
 
+/*
+ * Send n items in one call (one look at the receiver's wake word for all
+ * of them, so the receiver wakes once for the batch), waiting for room
+ * only for what did not fit.
+ */
+static void send_batch(struct asyncpool_channel *ch, struct asyncpool_lease *l,
+		       const uint64_t *tag, unsigned n)
+{
+	struct asyncpool_channel_entry en[BATCH];
+	unsigned done = 0;
+	int rc;
+
+	for (unsigned i = 0; i < n; i++)
+		en[i] = (struct asyncpool_channel_entry){
+			.token = asyncpool_lease_token(&l[i]),
+			.tag = tag[i],
+			.offset = (uint32_t)(l[i].span.offset - (size_t)l[i].buffer_index *
+					     asyncpool_region_buffer_size(l[i].span.region)),
+			.length = (uint32_t)l[i].span.length,
+		};
+	if (n) {
+		rc = asyncpool_channel_send_entries(ch, en, n);
+		if (rc > 0)
+			done = (unsigned)rc;
+		else if (rc != -EAGAIN && rc != -EPIPE)
+			die("asyncpool_channel_send_entries", rc);
+	}
+	/* The channel has the first done: those leases are spent. */
+	for (unsigned i = 0; i < done; i++)
+		memset(&l[i], 0, sizeof(l[i]));
+	for (unsigned i = done; i < n; i++)
+		send_on(ch, &l[i], tag[i]);
+}
+
 /* ---- ingest ---- */
 
 enum { OP_ACCEPT = 1, OP_RECV, OP_POOL, OP_WAIT, OP_SEND };
@@ -221,7 +298,18 @@ struct ingest {
 	struct asyncpool_channel *ch;
 	struct in_conn conns[MAX_CONNS];
 	bool pool_wait;
+	/* Received, not yet sent on: sent as one batch when the ring has
+	 * no more completions (or BATCH are waiting). */
+	struct asyncpool_lease pending[BATCH];
+	uint64_t pending_tag[BATCH];
+	unsigned npending;
 };
+
+static void flush_pending(struct ingest *in)
+{
+	send_batch(in->ch, in->pending, in->pending_tag, in->npending);
+	in->npending = 0;
+}
 
 static void arm_recv(struct ingest *in, unsigned c)
 {
@@ -303,9 +391,16 @@ static int ingest(int listen_fd, int ctl)
 		bool more;
 		int res;
 
-		io_uring_submit_and_wait(&in->ring, 1);
-		if (io_uring_peek_cqe(&in->ring, &cqe))
-			continue;
+		/* Enter the kernel only when the ring has no completion left,
+		 * after sending on what the completions brought. */
+		if (io_uring_peek_cqe(&in->ring, &cqe)) {
+			flush_pending(in);
+			io_uring_submit_and_wait(&in->ring, 1);
+			if (io_uring_peek_cqe(&in->ring, &cqe))
+				continue;
+		} else if (io_uring_sq_ready(&in->ring)) {
+			io_uring_submit(&in->ring);
+		}
 		op = (unsigned)(cqe->user_data >> 32);
 		c = (unsigned)cqe->user_data;
 		res = cqe->res;
@@ -339,10 +434,14 @@ static int ingest(int listen_fd, int ctl)
 			io_uring_cqe_seen(&in->ring, cqe);
 			if (rc == 0) {
 				/* The bytes are in the pool's buffer: on they go. */
-				send_on(in->ch, &l, TAG(KIND_DATA, c, in->conns[c].seq++));
+				in->pending[in->npending] = l;
+				in->pending_tag[in->npending] = TAG(KIND_DATA, c, in->conns[c].seq++);
+				if (++in->npending == BATCH)
+					flush_pending(in);
 			} else if (rc == -ENOBUFS) {
 				in->conns[c].starved = true;
 			} else if (res == 0 || res == -ECONNRESET) {
+				flush_pending(in);
 				send_mark(in, TAG(KIND_EOF, c, in->conns[c].seq++));
 				in->conns[c].open = false;
 				close(in->conns[c].fd);
@@ -361,6 +460,7 @@ static int ingest(int listen_fd, int ctl)
 		}
 	}
 	/* Every connection ended: the last item says how many there were. */
+	flush_pending(in);
 	send_mark(in, TAG(KIND_STOP, 0, accepted));
 	if (in->pool_wait) {
 		struct io_uring_cqe *cqe;
@@ -386,28 +486,87 @@ static int ingest(int listen_fd, int ctl)
 
 /* ---- worker ---- */
 
+/*
+ * Sleep until channel in may have items, at most a second, on an
+ * io_uring FUTEX_WAIT (asyncpool_channel_prep_wait(3)): one system call.
+ * asyncpool_channel_recv_item_wait(3) costs more here: before it sleeps
+ * it looks at every signal handler for its SA_RESTART rule (57
+ * sigaction(2) calls a wait under strace) and at the sender's life.
+ */
+static void worker_sleep(struct io_uring *ring, struct asyncpool_channel *in, bool *armed)
+{
+	struct __kernel_timespec second = { .tv_sec = 1 };
+	struct io_uring_cqe *cqe;
+	unsigned head, seen = 0;
+	int rc;
+
+	if (!*armed) {
+		struct io_uring_sqe *sqe = get_sqe(ring);
+
+		if ((rc = asyncpool_channel_prep_wait(in, sqe)))
+			die("asyncpool_channel_prep_wait", rc);
+		sqe->user_data = UD(OP_WAIT, 0);
+		*armed = true;
+	}
+	rc = io_uring_submit_and_wait_timeout(ring, &cqe, 1, &second, NULL);
+	if (rc < 0 && rc != -ETIME && rc != -EINTR)
+		die("io_uring_submit_and_wait_timeout", rc);
+	io_uring_for_each_cqe(ring, head, cqe) {
+		if (cqe->user_data == UD(OP_WAIT, 0))
+			*armed = false;
+		seen++;
+	}
+	io_uring_cq_advance(ring, seen);
+}
+
 static int worker(void)
 {
 	struct asyncpool_shared *sp = open_pool();
 	struct asyncpool *pool = asyncpool_shared_pool(sp);
 	struct asyncpool_channel *in = open_end(pool, CH_IN, ASYNCPOOL_CHANNEL_RECV);
 	struct asyncpool_channel *out = open_end(pool, CH_OUT, ASYNCPOOL_CHANNEL_SEND);
+	struct io_uring ring;
+	bool uring = io_uring_queue_init(4, &ring, 0) == 0, armed = false;
 
 	/* It runs until the parent ends it: an item redelivered after the
-	 * last one (its worker died holding it) must still go through. */
+	 * last one (its worker died holding it) must still go through.
+	 * It takes what channel 0 has, up to BATCH items, when it wakes, and
+	 * sends them on in one call: one wake-up of the worker and of egress
+	 * for a batch, not for each item. */
 	for (;;) {
-		struct asyncpool_channel_item it;
-		int rc = asyncpool_channel_recv_item_wait(in, &it, 1000000000);
+		struct asyncpool_channel_item it[BATCH];
+		struct asyncpool_lease l[BATCH];
+		uint64_t tag[BATCH];
+		int rc = asyncpool_channel_recv_items(in, it, BATCH), n;
 
+		if (rc == -EAGAIN && uring) {
+			worker_sleep(&ring, in, &armed);
+			continue;
+		}
+		if (rc == -EAGAIN) {
+			/* No io_uring: sleep for one, then take what came with it. */
+			rc = asyncpool_channel_recv_item_wait(in, &it[0], 1000000000);
+			if (rc == 0) {
+				int more = asyncpool_channel_recv_items(in, &it[1], BATCH - 1);
+
+				rc = 1 + (more > 0 ? more : 0);
+			}
+		}
 		if (rc == -ETIMEDOUT || rc == -EINTR || rc == -EPIPE)
 			continue;       /* -EPIPE: ingest is gone; the parent ends us */
-		if (rc)
-			die("asyncpool_channel_recv_item_wait", rc);
-		if (TAG_KIND(it.tag) == KIND_DATA)
-			to_upper(asyncpool_span_ptr(it.lease.span), it.lease.span.length);
-		if (worker_delay_us)
-			usleep(worker_delay_us);
-		send_on(out, &it.lease, it.tag);
+		if (rc < 0)
+			die("asyncpool_channel_recv_items", rc);
+		n = rc;
+		for (int i = 0; i < n; i++) {
+			if (TAG_KIND(it[i].tag) == KIND_DATA)
+				to_upper(asyncpool_span_ptr(it[i].lease.span),
+					 it[i].lease.span.length);
+			if (worker_delay_us)
+				usleep(worker_delay_us);
+			l[i] = it[i].lease;
+			tag[i] = it[i].tag;
+		}
+		send_batch(out, l, tag, (unsigned)n);
 	}
 	return 0;
 }
@@ -419,10 +578,42 @@ struct out_conn {
 	uint64_t next;                  /* the sequence number to send next */
 	unsigned sending;               /* sends of the chain in flight */
 	bool eof, closed, broken;
+	bool zc;                        /* a peer on another host: SEND_ZC */
 	/* Items that arrived ahead of their turn, by seq % BUFFER_COUNT. */
 	struct asyncpool_lease ahead[BUFFER_COUNT];
 	uint64_t ahead_tag[BUFFER_COUNT];
 };
+
+/*
+ * Whether the peer of a TCP connection is this host (its address is
+ * ours, or a loopback one): the bytes then go through the loopback
+ * device, and the kernel copies a SEND_ZC's pages when it delivers them
+ * to the local socket (Documentation/networking/msg_zerocopy.rst,
+ * "Loopback"), so that SEND_ZC costs the copy and the pinning and the
+ * notification.  A plain send, one copy, is cheaper there.
+ */
+static bool same_host(int fd)
+{
+	struct sockaddr_storage me, peer;
+	socklen_t ml = sizeof(me), pl = sizeof(peer);
+
+	if (getsockname(fd, (struct sockaddr *)&me, &ml) ||
+	    getpeername(fd, (struct sockaddr *)&peer, &pl) || me.ss_family != peer.ss_family)
+		return false;
+	if (peer.ss_family == AF_INET) {
+		uint32_t a = ntohl(((struct sockaddr_in *)&peer)->sin_addr.s_addr);
+
+		return a >> 24 == 127 || ((struct sockaddr_in *)&me)->sin_addr.s_addr ==
+					((struct sockaddr_in *)&peer)->sin_addr.s_addr;
+	}
+	if (peer.ss_family == AF_INET6) {
+		const struct in6_addr *a = &((struct sockaddr_in6 *)&peer)->sin6_addr;
+
+		return IN6_IS_ADDR_LOOPBACK(a) ||
+		       !memcmp(a, &((struct sockaddr_in6 *)&me)->sin6_addr, sizeof(*a));
+	}
+	return false;
+}
 
 struct egress {
 	struct io_uring ring;
@@ -447,6 +638,7 @@ static void egress_fd(struct egress *e, unsigned c)
 		if (recv_fd(e->ctl, &k, &fd))
 			die("a connection from ingest", EPROTO);
 		e->conns[k].fd = fd;
+		e->conns[k].zc = zc_mode == 'y' || (zc_mode != 'n' && !same_host(fd));
 	}
 }
 
@@ -466,10 +658,12 @@ static void zc_submit(struct egress *e, uint32_t b, bool link)
 {
 	struct io_uring_sqe *sqe = get_sqe(&e->ring);
 	struct asyncpool_lease *l = &e->zc[b];
-	int fd = e->conns[e->zc_conn[b]].fd;
+	const struct out_conn *k = &e->conns[e->zc_conn[b]];
+	int fd = k->fd;
 
-	/* A few bytes are cheaper copied than pinned and notified. */
-	if (l->span.length < ZC_MIN)
+	/* A few bytes are cheaper copied than pinned and notified, and so
+	 * is everything to a peer on this host (same_host()). */
+	if (l->span.length < ZC_MIN || !k->zc)
 		io_uring_prep_send(sqe, fd, asyncpool_span_ptr(l->span), l->span.length,
 				   MSG_NOSIGNAL | MSG_WAITALL);
 	else
@@ -884,7 +1078,7 @@ static int listen_on(unsigned short port)
 }
 
 static const char *usage =
-	"usage: pipeline [-p PORT] [-n CONNECTIONS] [-q QUARANTINE_MS] [-d USEC] [-u]\n";
+	"usage: pipeline [-p PORT] [-n CONNECTIONS] [-q QUARANTINE_MS] [-d USEC] [-z y|n|a] [-u]\n";
 
 int main(int argc, char **argv)
 {
@@ -897,12 +1091,19 @@ int main(int argc, char **argv)
 	sigset_t chld;
 
 	limit = MAX_CONNS;
-	while ((opt = getopt(argc, argv, "p:n:q:d:uh")) != -1) {
+	while ((opt = getopt(argc, argv, "p:n:q:d:z:uh")) != -1) {
 		switch (opt) {
 		case 'p': port = (unsigned short)strtoul(optarg, NULL, 10); break;
 		case 'n': limit = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'q': quarantine_ms = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'd': worker_delay_us = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'z':
+			zc_mode = optarg[0];
+			if ((zc_mode != 'y' && zc_mode != 'n' && zc_mode != 'a') || optarg[1]) {
+				fputs(usage, stderr);
+				return 1;
+			}
+			break;
 		case 'u': unix_mode = true; break;
 		default: fputs(usage, opt == 'h' ? stdout : stderr); return opt == 'h' ? 0 : 1;
 		}

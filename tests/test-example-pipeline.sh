@@ -3,12 +3,13 @@
 # pool), a worker (a-z to A-Z in place), egress (SEND_ZC), two channels.
 #   1. one connection: about 8 MB of text through socat and back, the
 #      bytes exactly the input turned to upper case;
-#   2. three connections at once, each right;
+#   2. three connections at once, each right, egress with SEND_ZC (-z y:
+#      to a client on this host it sends with a plain send by default);
 #   3. the worker SIGKILLed mid-stream KILLS times (5; make check-long:
 #      ASYNCPOOL_PIPELINE_KILLS) while it holds items (-d: it holds each
 #      3 ms, so that most kills land on a held item) and restarted by the pipeline's parent: every byte arrives
 #      exactly once and in order (the checksum), nothing duplicated, and
-#      every buffer of the pool is back at the end;
+#      every buffer of the pool is back at the end (SEND_ZC too);
 #   4. the same pipeline over Unix sockets (-u), the comparison of
 #      bench/pipeline: right too.
 # Everything under timeout(1).  EXAMPLES_BIN as in test-example-echo.sh.
@@ -42,7 +43,7 @@ finish() { # wait for the pipeline; its exit status in rc
 }
 
 run -n 1
-echo "1..16"
+echo "1..17"
 echo "ok 1 - pipeline listens on 127.0.0.1:$port"
 n=1
 through "$tmp/got"
@@ -51,7 +52,7 @@ finish
 tap_ok "pipeline exits 0" test "$rc" -eq 0
 tap_ok "every buffer back: 256 of 256" grep -qx 'every buffer back: 256 of 256 free' "$tmp/server"
 
-run -n 3
+run -n 3 -z y
 clients=
 for k in 1 2 3; do
 	through "$tmp/got$k" &
@@ -72,7 +73,7 @@ i=0
 while [ $i -lt $reps ]; do cat "$tmp/in" >> "$tmp/kin"; i=$((i + 1)); done
 tr a-z A-Z < "$tmp/kin" | sha256sum | cut -c1-64 > "$tmp/kwant"
 ksame() { [ "$(sha256sum < "$1" | cut -c1-64)" = "$(cat "$tmp/kwant")" ]; }
-run -n 1 -q 50 -d 3000
+run -n 1 -q 50 -d 3000 -z y
 timeout 600 socat -b 65536 -t 60 -T 120 - "TCP:127.0.0.1:$port" < "$tmp/kin" > "$tmp/got" &
 client=$!
 k=0
@@ -101,3 +102,4 @@ through "$tmp/got"
 tap_ok "over Unix sockets (-u): every byte right" same "$tmp/got"
 finish
 tap_ok "pipeline -u exits 0" test "$rc" -eq 0
+tap_ok "pipeline -z x: refused, exit 1" sh -c '"$1/pipeline" -z x > /dev/null 2>&1; test $? -eq 1' sh "$bin"
