@@ -77,7 +77,8 @@ struct bx_report {
 };
 
 static uint8_t bx_mac_va[6], bx_mac_vb[6];
-static volatile uint64_t bx_sink;
+/* Per thread: the two-queue case touches frames on two threads. */
+static _Thread_local volatile uint64_t bx_sink;
 
 static uint64_t bx_now(void)
 {
