@@ -23,12 +23,14 @@
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -189,7 +191,8 @@ static inline int xt_send(int fd, const uint8_t dst[6], const uint8_t src[6], ui
 /*
  * Test frames into ifname from src to dst as fast as AF_PACKET goes
  * (sendmmsg of 64, the qdisc bypassed), until killed: for a forked
- * sender.  Never returns.
+ * sender.  Never returns.  It dies with the process that forked it: a
+ * parent killed (or halted by a sanitizer) leaves no flood behind.
  */
 static inline void xt_flood(const char *ifname, const uint8_t dst[6], const uint8_t src[6])
 {
@@ -197,8 +200,12 @@ static inline void xt_flood(const char *ifname, const uint8_t dst[6], const uint
 	static uint8_t frames[64][XT_FRAME_LEN];
 	struct mmsghdr m[64];
 	struct iovec iov[64];
-	int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0), one = 1;
+	int fd, one = 1;
 
+	/* Already orphaned before the prctl: adopted by init or a reaper. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() == 1)
+		_exit(1);
+	fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		_exit(1);
 	(void)setsockopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one));
