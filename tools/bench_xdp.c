@@ -216,6 +216,29 @@ out:
 	return rc;
 }
 
+/*
+ * A side's pool, region, slab and proactor undone (its sockets and UMEM
+ * first, by the caller); after a run that went well, the frames of the
+ * pool's want that are not back are counted lost.
+ */
+static void bx_teardown(struct asyncpool_proactor *p, struct asyncpool_slab *slab,
+			struct asyncpool_region *r, struct asyncpool *pool, int rc,
+			uint32_t want, unsigned long *lost)
+{
+	if (pool) {
+		(void)asyncpool_cache_flush_all(pool);
+		if (!rc && asyncpool_available(pool) != want)
+			*lost += want - asyncpool_available(pool);
+		(void)asyncpool_destroy(pool);
+	}
+	if (r)
+		asyncpool_region_unref(r);
+	if (slab)
+		asyncpool_slab_unref(slab);
+	if (p)
+		(void)asyncpool_proactor_destroy(p);
+}
+
 static int bx_pool(bool fwd, double seconds, struct bx_side *out, unsigned long *lost)
 {
 	struct asyncpool_slab_options sl = { .size = sizeof(sl), .buffer_size = BX_FSIZE,
@@ -294,18 +317,7 @@ out:
 		(void)asyncpool_xsk_close(s);
 	if (x)
 		(void)asyncpool_xdp_destroy(x);
-	if (pool) {
-		(void)asyncpool_cache_flush_all(pool);
-		if (!rc && asyncpool_available(pool) != BX_FRAMES)
-			*lost += BX_FRAMES - asyncpool_available(pool);
-		(void)asyncpool_destroy(pool);
-	}
-	if (r)
-		asyncpool_region_unref(r);
-	if (slab)
-		asyncpool_slab_unref(slab);
-	if (p)
-		(void)asyncpool_proactor_destroy(p);
+	bx_teardown(p, slab, r, pool, rc, BX_FRAMES, lost);
 	return rc;
 }
 
@@ -423,18 +435,7 @@ out:
 			(void)asyncpool_xsk_close(s[i]);
 	if (x)
 		(void)asyncpool_xdp_destroy(x);
-	if (pool) {
-		(void)asyncpool_cache_flush_all(pool);
-		if (!rc && asyncpool_available(pool) != 2 * BX_FRAMES)
-			*lost += 2 * BX_FRAMES - asyncpool_available(pool);
-		(void)asyncpool_destroy(pool);
-	}
-	if (r)
-		asyncpool_region_unref(r);
-	if (slab)
-		asyncpool_slab_unref(slab);
-	if (p)
-		(void)asyncpool_proactor_destroy(p);
+	bx_teardown(p, slab, r, pool, rc, 2 * BX_FRAMES, lost);
 	return rc;
 }
 
