@@ -81,8 +81,10 @@ static int asleep_in(const void *base, size_t size)
 				continue;
 			if (fgets(buf, sizeof(buf), f)) {
 				readable = 1;
-				if (sscanf(buf, "%ld %lx", &nr, &addr) == 2 && nr == SYS_futex &&
-				    addr >= lo && addr < hi) {
+				/* futex_waitv(2)'s first argument is its array,
+				 * on the sleeper's stack: the call says enough. */
+				if (sscanf(buf, "%ld %lx", &nr, &addr) == 2 &&
+				    ((nr == SYS_futex && addr >= lo && addr < hi) || nr == 449)) {
 					fclose(f);
 					closedir(d);
 					return 1;
@@ -141,10 +143,11 @@ static void teardown(struct setup *s)
 
 /* ---- the waits ---- */
 
-enum kind { ACQUIRE_WAIT, RECV_WAIT, POOL_FD, CHAN_FD, POOL_SQE, CHAN_SQE, KINDS };
+enum kind { ACQUIRE_WAIT, RECV_WAIT, POOL_FD, CHAN_FD, POOL_SQE, CHAN_SQE, RECV_ANY, KINDS };
 static const char *const kind_name[KINDS] = {
 	"asyncpool_acquire_wait", "asyncpool_channel_recv_wait", "asyncpool_wait_fd",
 	"asyncpool_channel_wait_fd", "asyncpool_prep_wait", "asyncpool_channel_prep_wait",
+	"asyncpool_channel_recv_any",
 };
 
 struct sleeper {
@@ -162,8 +165,17 @@ static void *sleeper_main(void *arg)
 
 	if (w->kind == ACQUIRE_WAIT)
 		w->rc = asyncpool_acquire_wait(w->s->pool, &w->got, LOST_MS * 1000000ll);
-	else
+	else if (w->kind == RECV_WAIT)
 		w->rc = asyncpool_channel_recv_wait(w->s->rx, &w->got, LOST_MS * 1000000ll);
+	else {
+		struct asyncpool_channel_item it;
+		int rc = asyncpool_channel_recv_any(&w->s->rx, 1, &it, LOST_MS * 1000000ll);
+
+		/* the one end, index 0, or an error */
+		w->rc = rc > 0 ? -EPROTO : rc;
+		if (rc == 0)
+			w->got = it.lease;
+	}
 	atomic_store(&w->back, now_ns());
 	return NULL;
 }
@@ -213,7 +225,8 @@ static uint64_t round_of(struct setup *s, enum kind k, int round, int *skip_why)
 
 	switch (k) {
 	case ACQUIRE_WAIT:
-	case RECV_WAIT: {
+	case RECV_WAIT:
+	case RECV_ANY: {
 		struct sleeper w = { .s = s, .kind = k };
 
 		if (pthread_create(&w.th, NULL, sleeper_main, &w))
