@@ -47,6 +47,7 @@
 #include "pool_wait.h"
 #include "attach_rec.h"
 #include "channel_ring.h"
+#include "test_stall.h"
 
 #include <asyncpool/channel.h>
 
@@ -347,17 +348,20 @@ static int send_run(struct asyncpool_channel *e, const uint64_t *tokens,
 		return -ESTALE;
 	}
 	/* Publish in order; the last with a full barrier, so that the look
-	 * at the wake word comes after it (pool_wait.h's protocol). */
+	 * at the wake word comes after it (pool_wait.h's protocol; a Dekker
+	 * pair with the wait's announcement, tests/test-channel-tso). */
 	for (uint32_t i = 0; i + 1 < k; i++)
 		atomic_store_explicit(&e->slot[(p + i) & e->mask].seq, p + i + 1,
 				      memory_order_release);
-	atomic_store_explicit(&e->slot[(p + k - 1) & e->mask].seq, p + k, memory_order_seq_cst);
+	AP_TSO_STORE_SC(&e->slot[(p + k - 1) & e->mask].seq, p + k, memory_order_seq_cst);
 	AP_TEST_AT(AP_TP_CHAN_SEND_PUBLISHED);
 	atomic_store_explicit(&e->ch->step_n, 0, memory_order_relaxed);
 	e->pos = p + k;
 	e->done += k;
 	atomic_store_explicit(&e->ch->sent, e->done, memory_order_relaxed);
 	wake_receiver(e);
+	AP_TEST_STALL(AP_TS_CHAN_WAKE_LOOKED);
+	AP_TSO_FLUSH();         /* the end of the test's store buffer */
 	return (int)k;
 }
 

@@ -54,6 +54,9 @@ void ap_test_tso_flush(void)
 		else if (tso_buf[i].size == 4)
 			__atomic_store_n((uint32_t *)tso_buf[i].p, (uint32_t)tso_buf[i].v,
 					 __ATOMIC_RELEASE);
+		else if (tso_buf[i].size == 1)  /* an atomic_bool (uring_recv.c) */
+			__atomic_store_n((uint8_t *)tso_buf[i].p, (uint8_t)tso_buf[i].v,
+					 __ATOMIC_RELEASE);
 		else
 			abort();
 	}

@@ -26,6 +26,10 @@ enum ap_test_stall {
 	AP_TS_CACHES_FREE,      /* a destroy is about to free the caches and the depot */
 	AP_TS_SEND_LOOKED,      /* an owner's send looked at orphan, before its store buffer drains */
 	AP_TS_LEAVE_DRAINED,    /* a leaving owner drained its inbox, before its store buffer drains */
+	AP_TS_CHAN_WAKE_LOOKED, /* a channel send looked at the wake word, before its store buffer drains */
+	AP_TS_RECV_WAKE_LOOKED, /* a recv ring's drainer looked at the refill word, before it lets go */
+	AP_TS_RECV_DRAINED,     /* a recv ring's drainer let go and looked at pending, before its
+				 * store buffer drains */
 };
 
 #ifdef ASYNCPOOL_TEST_HOOKS
@@ -44,8 +48,11 @@ extern _Atomic uint64_t ap_test_exported_calls;
 #endif
 
 /*
- * x86-TSO's store buffer, emulated for the Dekker pair of the owner's
- * send and the owner's leave (pool_owner.c, tests/test-owner-tso): in
+ * x86-TSO's store buffer, emulated for the Dekker pairs of the owner's
+ * send and the owner's leave (pool_owner.c, tests/test-owner-tso), of a
+ * channel's send and its waiting receiver (channel.c,
+ * tests/test-channel-tso) and of a recv ring's drainer and its releasers
+ * and refill waiters (uring_recv.c, tests/test-uring-recv-tso): in
  * the test-hook build, a thread that set ap_test_tso_armed holds its
  * AP_TSO_STORE()s (address and value, not written) until its next
  * AP_TSO_FENCE() or AP_TSO_FLUSH(), so that its later loads go ahead of
@@ -67,8 +74,24 @@ void ap_test_tso_flush(void);
 			atomic_store_explicit((p), (v), (order)); \
 	} while (0)
 #define AP_TSO_FLUSH() do { if (ap_test_tso_armed) ap_test_tso_flush(); } while (0)
+/*
+ * A store that is its own barrier when it is seq_cst (x86's xchg, or
+ * mov + mfence): held, then the buffer drained with it; of any weaker
+ * order (a mutant's release), held as AP_TSO_STORE's, until the next
+ * fence or flush.
+ */
+#define AP_TSO_STORE_SC(p, v, order) do { \
+		if (ap_test_tso_armed) { \
+			ap_test_tso_hold((void *)(p), (v), sizeof(*(p))); \
+			if ((order) == memory_order_seq_cst) \
+				ap_test_tso_flush(); \
+		} else { \
+			atomic_store_explicit((p), (v), (order)); \
+		} \
+	} while (0)
 #else
 #define AP_TSO_STORE(p, v, order) atomic_store_explicit((p), (v), (order))
+#define AP_TSO_STORE_SC(p, v, order) atomic_store_explicit((p), (v), (order))
 #define AP_TSO_FLUSH() do { } while (0)
 #endif
 #define AP_TSO_FENCE() do { AP_TSO_FLUSH(); atomic_thread_fence(memory_order_seq_cst); } while (0)
