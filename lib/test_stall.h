@@ -30,6 +30,7 @@ enum ap_test_stall {
 	AP_TS_RECV_WAKE_LOOKED, /* a recv ring's drainer looked at the refill word, before it lets go */
 	AP_TS_RECV_DRAINED,     /* a recv ring's drainer let go and looked at pending, before its
 				 * store buffer drains */
+	AP_TS_RECV_WAITER_LOOKED, /* a refill waiter found no buffer, before its futex wait */
 };
 
 #ifdef ASYNCPOOL_TEST_HOOKS

@@ -16,6 +16,7 @@
 #ifdef HAVE_LIBURING
 #include "lease.h"
 #include "pool_wait.h"
+#include "test_stall.h"
 #include "uring_bitmap.h"
 #include "uring_handles.h"
 #include "uring_internal.h"
@@ -147,7 +148,8 @@ static void recv_put(struct ur_recv *rv, struct asyncpool_region *r, uint32_t bi
 
 	atomic_store_explicit(&rv->pos[bid], pos, memory_order_relaxed);
 	atomic_store_explicit(&rv->consumed[bid], 0, memory_order_relaxed);
-	atomic_store_explicit(&rv->holds[bid], AP_UR_KERNEL, memory_order_relaxed);
+	/* What a refill waiter looks at (recv_has_buffers). */
+	AP_TSO_STORE(&rv->holds[bid], AP_UR_KERNEL, memory_order_relaxed);
 	if (rv->last != AP_UR_NONE)
 		atomic_store_explicit(&rv->after[rv->last], bid, memory_order_relaxed);
 	rv->last = bid;
@@ -248,7 +250,9 @@ static void recv_drain(struct ur_recv *rv, struct asyncpool_region *r)
 	/*
 	 * seq_cst on draining and pending: a releaser writes pending then
 	 * reads draining, the drainer writes draining then reads pending,
-	 * and one of them must see the other's write.
+	 * and one of them must see the other's write (a Dekker pair; so are
+	 * the buffers put in and the refill word's waiters, below:
+	 * tests/test-uring-recv-tso).
 	 */
 	while (!atomic_exchange(&rv->draining, true)) {
 		uint32_t i = atomic_exchange(&rv->pending, AP_UR_NONE);
@@ -261,14 +265,18 @@ static void recv_drain(struct ur_recv *rv, struct asyncpool_region *r)
 		if (n) {
 			recv_advance(rv, n);
 			/* The tail before the look at the waiters (wait_word.h). */
-			atomic_thread_fence(memory_order_seq_cst);
+			AP_TSO_FENCE();
 			ap_word_wake(&rv->refill, false);
+			AP_TEST_STALL(AP_TS_RECV_WAKE_LOOKED);
 		}
-		atomic_store(&rv->draining, false);
+		AP_TSO_STORE_SC(&rv->draining, false, memory_order_seq_cst);
 		/* A release that found us draining left its buffer to us. */
 		if (atomic_load(&rv->pending) == AP_UR_NONE)
 			break;
+		AP_TSO_FLUSH();         /* as the exchange's locked RMW drains it */
 	}
+	AP_TEST_STALL(AP_TS_RECV_DRAINED);
+	AP_TSO_FLUSH();                 /* the end of the test's store buffer */
 }
 
 static void recv_recycle(void *ctx, uint32_t bid)
@@ -489,6 +497,7 @@ int ap_ur_region_wait(struct asyncpool_region *r, int64_t timeout_ns)
 			return -EINTR;
 		if (timeout_ns == 0 || (timeout_ns > 0 && ap_deadline_passed(&deadline)))
 			return -ETIMEDOUT;
+		AP_TEST_STALL(AP_TS_RECV_WAITER_LOOKED);
 		if (ap_futex_wait(&rv->refill, v, timeout_ns > 0 ? &deadline : NULL, false) == -EINTR)
 			interrupted = true;     /* one more look, then -EINTR */
 	}
