@@ -828,15 +828,18 @@ static int wait_loop(struct asyncpool_channel *e, _Atomic uint32_t *word, int64_
 	if (rc)
 		return rc;
 	for (;;) {
-		uint32_t v = ap_word_announce(word);
+		uint32_t v = AP_TSO_ANNOUNCE(word);
 		bool short_slice = false;
 		const struct timespec *until;
 
-		/* The announcement before the look (pool_wait.h). */
-		atomic_thread_fence(memory_order_seq_cst);
+		/* The announcement before the look (pool_wait.h; a Dekker
+		 * pair with the send's publish, tests/test-channel-tso). */
+		AP_TSO_FENCE();
 		if (e->send)
 			short_slice = !room_barrier();
 		rc = try(e, arg);
+		AP_TEST_STALL(AP_TS_CHAN_WAITER_LOOKED);
+		AP_TSO_FLUSH();         /* the end of the test's store buffer */
 		if (rc != -EAGAIN)
 			return rc;
 		rc = peer_gone(e, &first, false);
@@ -928,12 +931,14 @@ AP_EXPORT int asyncpool_channel_prep_wait(struct asyncpool_channel *e, struct io
 
 	if (!e || e->send || !sqe)
 		return -EINVAL;
-	v = ap_word_announce(&e->ch->wait);
-	atomic_thread_fence(memory_order_seq_cst);
+	v = AP_TSO_ANNOUNCE(&e->ch->wait);
+	AP_TSO_FENCE();
 	/* Something there already: a value the word cannot hold, so that
 	 * the wait completes at once with -EAGAIN (asyncpool_prep_wait). */
 	if (receivable(e))
 		v &= ~AP_WAIT_WAITERS;
+	AP_TEST_STALL(AP_TS_CHAN_WAITER_LOOKED);
+	AP_TSO_FLUSH();
 	return ap_prep_futex_wait(sqe, &e->ch->wait, v, true);
 }
 

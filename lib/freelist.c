@@ -45,6 +45,7 @@ static _Thread_local struct {
 	unsigned size;
 } tso_buf[256];
 static _Thread_local unsigned tso_n;
+#define TSO_OR4 (0x100u | 4u)   /* a held fetch_or of a 32-bit word */
 
 void ap_test_tso_flush(void)
 {
@@ -57,6 +58,9 @@ void ap_test_tso_flush(void)
 		else if (tso_buf[i].size == 1)  /* an atomic_bool (uring_recv.c) */
 			__atomic_store_n((uint8_t *)tso_buf[i].p, (uint8_t)tso_buf[i].v,
 					 __ATOMIC_RELEASE);
+		else if (tso_buf[i].size == TSO_OR4)
+			__atomic_fetch_or((uint32_t *)tso_buf[i].p, (uint32_t)tso_buf[i].v,
+					  __ATOMIC_SEQ_CST);
 		else
 			abort();
 	}
@@ -71,6 +75,12 @@ void ap_test_tso_hold(void *p, uint64_t v, unsigned size)
 	tso_buf[tso_n].v = v;
 	tso_buf[tso_n].size = size;
 	tso_n++;
+}
+
+uint32_t ap_test_tso_announce(_Atomic uint32_t *word)
+{
+	ap_test_tso_hold((void *)word, AP_WAIT_WAITERS, TSO_OR4);
+	return atomic_load_explicit(word, memory_order_relaxed) | AP_WAIT_WAITERS;
 }
 #endif
 

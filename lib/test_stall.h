@@ -30,7 +30,10 @@ enum ap_test_stall {
 	AP_TS_RECV_WAKE_LOOKED, /* a recv ring's drainer looked at the refill word, before it lets go */
 	AP_TS_RECV_DRAINED,     /* a recv ring's drainer let go and looked at pending, before its
 				 * store buffer drains */
-	AP_TS_RECV_WAITER_LOOKED, /* a refill waiter found no buffer, before its futex wait */
+	AP_TS_RECV_WAITER_LOOKED, /* a refill waiter (or prep_wait) looked at the ring, before
+				   * its futex wait (its SQE) */
+	AP_TS_CHAN_WAITER_LOOKED, /* a channel's wait (or prep_wait) announced and looked,
+				   * before its store buffer drains */
 };
 
 #ifdef ASYNCPOOL_TEST_HOOKS
@@ -76,6 +79,18 @@ void ap_test_tso_flush(void);
 	} while (0)
 #define AP_TSO_FLUSH() do { if (ap_test_tso_armed) ap_test_tso_flush(); } while (0)
 /*
+ * A waiter's announcement on a wait word (wait_word.h's ap_word_announce,
+ * a seq_cst fetch_or), held as a store is: the armed thread gets the
+ * value it would sleep on, and the fetch_or is done at its next fence
+ * or flush.  Not x86, whose fetch_or is a locked instruction that drains
+ * the buffer: C11's model, where the look that follows (no seq_cst
+ * access) may miss a store that the other side ordered before its own
+ * look at the word unless the fence between them (AP_TSO_FENCE) is there.
+ */
+uint32_t ap_test_tso_announce(_Atomic uint32_t *word);
+#define AP_TSO_ANNOUNCE(word) \
+	(ap_test_tso_armed ? ap_test_tso_announce(word) : ap_word_announce(word))
+/*
  * A store that is its own barrier when it is seq_cst (x86's xchg, or
  * mov + mfence): held, then the buffer drained with it; of any weaker
  * order (a mutant's release), held as AP_TSO_STORE's, until the next
@@ -93,6 +108,7 @@ void ap_test_tso_flush(void);
 #else
 #define AP_TSO_STORE(p, v, order) atomic_store_explicit((p), (v), (order))
 #define AP_TSO_STORE_SC(p, v, order) atomic_store_explicit((p), (v), (order))
+#define AP_TSO_ANNOUNCE(word) ap_word_announce(word)
 #define AP_TSO_FLUSH() do { } while (0)
 #endif
 #define AP_TSO_FENCE() do { AP_TSO_FLUSH(); atomic_thread_fence(memory_order_seq_cst); } while (0)

@@ -487,10 +487,10 @@ int ap_ur_region_wait(struct asyncpool_region *r, int64_t timeout_ns)
 	if (timeout_ns > 0)
 		ap_deadline_after(timeout_ns, &deadline);
 	for (;;) {
-		uint32_t v = ap_word_announce(&rv->refill);
+		uint32_t v = AP_TSO_ANNOUNCE(&rv->refill);
 
 		/* The announcement before the look at the ring (wait_word.h). */
-		atomic_thread_fence(memory_order_seq_cst);
+		AP_TSO_FENCE();
 		if (recv_has_buffers(rv))
 			return 0;
 		if (interrupted)
@@ -498,6 +498,7 @@ int ap_ur_region_wait(struct asyncpool_region *r, int64_t timeout_ns)
 		if (timeout_ns == 0 || (timeout_ns > 0 && ap_deadline_passed(&deadline)))
 			return -ETIMEDOUT;
 		AP_TEST_STALL(AP_TS_RECV_WAITER_LOOKED);
+		AP_TSO_FLUSH();         /* the end of the test's store buffer */
 		if (ap_futex_wait(&rv->refill, v, timeout_ns > 0 ? &deadline : NULL, false) == -EINTR)
 			interrupted = true;     /* one more look, then -EINTR */
 	}
@@ -510,11 +511,13 @@ int ap_ur_region_prep_wait(struct asyncpool_region *r, struct io_uring_sqe *sqe)
 
 	if (!rv)
 		return -EINVAL;
-	v = ap_word_announce(&rv->refill);
-	atomic_thread_fence(memory_order_seq_cst);
+	v = AP_TSO_ANNOUNCE(&rv->refill);
+	AP_TSO_FENCE();
 	/* Buffers there already: a value the word cannot hold, -EAGAIN at once. */
 	if (recv_has_buffers(rv))
 		v &= ~AP_WAIT_WAITERS;
+	AP_TEST_STALL(AP_TS_RECV_WAITER_LOOKED);
+	AP_TSO_FLUSH();
 	return ap_prep_futex_wait(sqe, &rv->refill, v, false);
 }
 

@@ -33,7 +33,20 @@
  *      buffer and return without sleeping (it reports any sleep at the
  *      stall point before its futex wait, AP_TS_RECV_WAITER_LOOKED),
  *      and a prep_wait must say so in its SQE's value, bit 0 clear
- *      (tests/mutants/uring-recv-wake-no-fence).
+ *      (tests/mutants/uring-recv-wake-no-fence);
+ *   B, the waiter's fence, between its announcement (a seq_cst
+ *      fetch_or) and its look: x86 needs none (the fetch_or is a locked
+ *      instruction), C11 does (the look is no seq_cst access), and so do
+ *      weaker machines.  The armed waiter's announcement is held as a
+ *      store (AP_TSO_ANNOUNCE) until its fence, or, without it, past the
+ *      stall point after its look (AP_TS_RECV_WAITER_LOOKED), where this
+ *      test holds it and releases a buffer: the release must see the
+ *      announcement and wake, which moves the word
+ *      (tests/mutants/uring-wait-no-fence); for prep_wait, the value its
+ *      SQE sleeps on must then no longer be the word's
+ *      (tests/mutants/uring-prep-wait-no-fence).  The word's address is
+ *      a prep_wait SQE's: without IORING_OP_FUTEX_WAIT (Linux 6.7) the
+ *      cases that need it are skipped.
  * Each round takes the whole ring of 4 buffers first (4 one-byte
  * messages over TCP loopback), so that the ring is empty.  No timing:
  * the stall points order the threads; a waiter that sleeps is woken by
@@ -63,14 +76,14 @@ enum role { NONE, DRAINER, WAITER };
 static _Thread_local enum role role;
 static _Atomic int hold_at = -1, drainer_at, release_drainer, waiter_looked;
 
+/* The armed thread of the case, at the case's stall point: held once. */
 static void hook(enum ap_test_stall p)
 {
-	if (role == WAITER && p == AP_TS_RECV_WAITER_LOOKED) {
+	if (role == WAITER && p == AP_TS_RECV_WAITER_LOOKED)
 		atomic_store(&waiter_looked, 1);
+	if (role == NONE || !ap_test_tso_armed || (int)p != atomic_load(&hold_at))
 		return;
-	}
-	if (role != DRAINER || !ap_test_tso_armed || (int)p != atomic_load(&hold_at))
-		return;
+	atomic_store(&hold_at, -1);
 	atomic_store(&drainer_at, 1);
 	while (!atomic_load(&release_drainer))
 		sched_yield();
@@ -119,6 +132,7 @@ static void *drainer(void *arg)
 	role = DRAINER;
 	ap_test_tso_armed = 1;
 	asyncpool_lease_release(arg);
+	ap_test_tso_flush();
 	ap_test_tso_armed = 0;
 	return NULL;
 }
@@ -139,7 +153,6 @@ static void drainer_end(pthread_t t)
 {
 	atomic_store(&release_drainer, 1);
 	pthread_join(t, NULL);
-	atomic_store(&hold_at, -1);
 }
 
 /* The rest released here (they drain what a lost release left), all back. */
@@ -168,14 +181,40 @@ static void case_pending(int r)
 static _Atomic uint32_t *refill;       /* the word, from a prep_wait's SQE */
 static int wait_rc;
 static _Atomic int wait_done;
+static int arm_waiter;
 
 static void *waiter(void *arg)
 {
 	(void)arg;
 	role = WAITER;
+	ap_test_tso_armed = arm_waiter;
 	wait_rc = asyncpool_region_wait(reg, 10 * 1000000000ll);
+	ap_test_tso_flush();
+	ap_test_tso_armed = 0;
 	atomic_store(&wait_done, 1);
 	return NULL;
+}
+
+static void waiter_start(pthread_t *t, int arm)
+{
+	atomic_store(&waiter_looked, 0);
+	atomic_store(&wait_done, 0);
+	wait_rc = -1;
+	arm_waiter = arm;
+	if (pthread_create(t, NULL, waiter, NULL))
+		bail_out("pthread_create");
+}
+
+/* A waiter that did not return (not woken): wake it, the test failed. */
+static void rescue(const char *what, int r)
+{
+	if (atomic_load(&wait_done))
+		return;
+	diag("%s %d: the waiter sleeps with a buffer in the ring: a lost wake", what, r);
+	if (refill) {
+		atomic_fetch_add(refill, 2);    /* a value it does not sleep on */
+		ap_futex_wake_all(refill, false);
+	}       /* else its 10 s timeout ends it */
 }
 
 /* B, asyncpool_region_wait: begun while the drainer is held after its look. */
@@ -187,24 +226,14 @@ static void case_wait(int r)
 	if (refill)     /* nobody waits: a stale announcement would only be cleared */
 		atomic_fetch_and(refill, ~(uint32_t)1);
 	drainer_start(&t, AP_TS_RECV_WAKE_LOOKED);
-	atomic_store(&waiter_looked, 0);
-	atomic_store(&wait_done, 0);
-	wait_rc = -1;
-	if (pthread_create(&w, NULL, waiter, NULL))
-		bail_out("pthread_create");
+	waiter_start(&w, 0);
 	while (!atomic_load(&wait_done) && !atomic_load(&waiter_looked))
 		sched_yield();
 	ok(atomic_load(&wait_done) && !atomic_load(&waiter_looked),
 	   "wait %d: a wait begun after the drainer's look at the refill word found the buffer "
 	   "and did not sleep", r);
 	drainer_end(t);
-	if (!atomic_load(&wait_done)) {
-		diag("wait %d: the waiter sleeps with a buffer in the ring: a lost wake", r);
-		if (refill) {
-			atomic_fetch_add(refill, 1);
-			ap_futex_wake_all(refill, false);
-		}       /* else its 10 s timeout ends it */
-	}
+	rescue("wait", r);
 	pthread_join(w, NULL);
 	is_int(wait_rc, 0, "wait %d: the wait says a buffer is there", r);
 	give_back("wait", r, 1);
@@ -229,6 +258,83 @@ static void case_prep(int r)
 	give_back("prep", r, 1);
 }
 
+/*
+ * B, the waiter's side: asyncpool_region_wait, armed, held after its
+ * announcement and its look (it found the ring empty); a release then
+ * must see the announcement and wake it, which moves the word.
+ */
+static void case_announce(int r)
+{
+	uint32_t before, after;
+	pthread_t w;
+
+	take_all();
+	atomic_fetch_and(refill, ~(uint32_t)1);
+	atomic_store(&release_drainer, 0);
+	atomic_store(&drainer_at, 0);
+	atomic_store(&hold_at, AP_TS_RECV_WAITER_LOOKED);
+	waiter_start(&w, 1);
+	while (!atomic_load(&drainer_at))
+		sched_yield();
+	before = atomic_load(refill);
+	asyncpool_lease_release(&held[0]);
+	after = atomic_load(refill);
+	ok((before & 1) && after != before,
+	   "announce %d: a release after the wait's look saw its announcement and woke it "
+	   "(the word %#x, then %#x)", r, before, after);
+	atomic_store(&release_drainer, 1);
+	if (after == before) {
+		/* it sleeps once it let its announcement go */
+		while (!atomic_load(&wait_done) && !(atomic_load(refill) & 1))
+			sched_yield();
+		rescue("announce", r);
+	}
+	pthread_join(w, NULL);
+	is_int(wait_rc, 0, "announce %d: the wait says a buffer is there", r);
+	give_back("announce", r, 1);
+}
+
+static struct io_uring_sqe prep_sqe;
+static int prep_rc;
+
+static void *preparer(void *arg)
+{
+	(void)arg;
+	role = WAITER;
+	ap_test_tso_armed = 1;
+	prep_rc = asyncpool_region_prep_wait(reg, &prep_sqe);
+	ap_test_tso_flush();
+	ap_test_tso_armed = 0;
+	return NULL;
+}
+
+/* The same for asyncpool_region_prep_wait: its SQE's value, stale. */
+static void case_prep_announce(int r)
+{
+	pthread_t t;
+
+	take_all();
+	atomic_fetch_and(refill, ~(uint32_t)1);
+	atomic_store(&release_drainer, 0);
+	atomic_store(&drainer_at, 0);
+	atomic_store(&hold_at, AP_TS_RECV_WAITER_LOOKED);
+	memset(&prep_sqe, 0, sizeof(prep_sqe));
+	prep_rc = -1;
+	if (pthread_create(&t, NULL, preparer, NULL))
+		bail_out("pthread_create");
+	while (!atomic_load(&drainer_at))
+		sched_yield();
+	asyncpool_lease_release(&held[0]);
+	atomic_store(&release_drainer, 1);
+	pthread_join(t, NULL);
+	is_int(prep_rc, 0, "prep-announce %d: prep_wait", r);
+	ok((uint32_t)prep_sqe.off != atomic_load(refill),
+	   "prep-announce %d: a release after the prep's look saw its announcement and moved "
+	   "the word: the SQE's value %#x is not the word's %#x, its wait completes at once", r,
+	   (uint32_t)prep_sqe.off, atomic_load(refill));
+	give_back("prep-announce", r, 1);
+}
+
 int main(void)
 {
 	struct asyncpool_proactor *p;
@@ -237,7 +343,7 @@ int main(void)
 
 	tap_watchdog(60);
 	ut_ring_init(&ring, 64);
-	plan(5 + ROUNDS * (3 + 3 + 3));
+	plan(5 + ROUNDS * (3 + 3 + 3 + 3 + 3));
 	reg = ut_uring_region(&ring, &p, BS, NBUF, ASYNCPOOL_ACCESS_WRITE,
 			      "register WRITE: a ring of 4 buffers");
 	group = asyncpool_region_buffer_group(reg);
@@ -254,10 +360,14 @@ int main(void)
 	for (int r = 0; r < ROUNDS; r++) {
 		case_pending(r);
 		case_wait(r);
-		if (prep)
+		if (prep) {
 			case_prep(r);
-		else
-			skip(3, "prep %d: no IORING_OP_FUTEX_WAIT here (Linux 6.7)", r);
+			case_announce(r);
+			case_prep_announce(r);
+		} else {
+			skip(9, "round %d: no IORING_OP_FUTEX_WAIT here (Linux 6.7): no prep_wait, "
+			     "and the refill word unknown", r);
+		}
 	}
 	ap_test_hook_stall = NULL;
 	is_int(kernel_held(), NBUF, "all %d buffers in the ring", NBUF);
