@@ -353,7 +353,8 @@ static void test_kind(enum kind k)
  * as soon as it has one, and the sender sends the next as soon as it
  * sees that: a send races the receiver's announcement, the window the
  * seq_cst of the send's last publish closes (the store before the look
- * at the wake word; tests/mutants/chan-publish-release).  A wake lost
+ * at the wake word; held open on every run by tests/test-channel-tso,
+ * which catches tests/mutants/chan-publish-release).  A wake lost
  * there costs the slice (10 s); the wait's 1 s timeout ends it.
  */
 static struct {
