@@ -1227,14 +1227,16 @@ AP_EXPORT int asyncpool_channel_recv_any(struct asyncpool_channel *const *ends, 
 		return rc;
 	for (;;) {
 		for (uint32_t i = 0; i < n; i++) {
-			w[i].val = ap_word_announce(&ends[i]->ch->wait);
+			w[i].val = AP_TSO_ANNOUNCE(&ends[i]->ch->wait);
 			w[i].uaddr = (uint64_t)(uintptr_t)&ends[i]->ch->wait;
 			w[i].flags = AP_FUTEX2_SIZE_U32;
 			w[i].reserved = 0;
 		}
 		/* The announcements before the look (pool_wait.h). */
-		atomic_thread_fence(memory_order_seq_cst);
+		AP_TSO_FENCE();
 		rc = any_try(ends, n, start, item);
+		AP_TEST_STALL(AP_TS_CHAN_WAITER_LOOKED);
+		AP_TSO_FLUSH();
 		if (rc != -EAGAIN)
 			return rc;
 		rc = any_gone(ends, n, first, false);

@@ -34,6 +34,9 @@
  *     stall point after its look (AP_TS_CHAN_WAITER_LOOKED), where this
  *     test holds it and sends: the send must see the announcement and
  *     wake, which moves the word (tests/mutants/chan-wait-no-fence);
+ *     The same for asyncpool_channel_recv_any() (one end), whose fence
+ *     follows the announcements on every end's word
+ *     (tests/mutants/chan-recv-any-no-fence);
  *  3. the same for asyncpool_channel_prep_wait(): the value its SQE
  *     sleeps on must no longer be the word's after the send (its futex
  *     wait completes at once) (tests/mutants/chan-prep-wait-no-fence).
@@ -137,14 +140,21 @@ static void *sender(void *arg)
 static struct asyncpool_lease got;
 static int recv_rc;
 static _Atomic int recv_done;
-static int arm_receiver;
+static int arm_receiver, use_any;
 
 static void *receiver(void *arg)
 {
 	(void)arg;
 	role = RECEIVER;
 	ap_test_tso_armed = arm_receiver;
-	recv_rc = asyncpool_channel_recv_wait(rx, &got, WAIT_NS);
+	if (use_any) {
+		struct asyncpool_channel_item it;
+
+		recv_rc = asyncpool_channel_recv_any(&rx, 1, &it, WAIT_NS);
+		got = it.lease;
+	} else {
+		recv_rc = asyncpool_channel_recv_wait(rx, &got, WAIT_NS);
+	}
 	ap_test_tso_flush();
 	ap_test_tso_armed = 0;
 	atomic_store(&recv_done, 1);
@@ -205,8 +215,9 @@ static void case_send(struct ap_chan *ch, int r)
 
 /* ---- 2: the wait's announcement before its look ---- */
 
-static void case_wait(int r)
+static void case_wait(int r, int any)
 {
+	const char *what = any ? "any" : "wait";
 	struct asyncpool_lease l;
 	uint32_t before, after;
 	pthread_t tr;
@@ -216,26 +227,28 @@ static void case_wait(int r)
 		bail_out("acquire");
 	/* The wait, armed, held after its announcement and its look. */
 	hold_next(AP_TS_CHAN_WAITER_LOOKED);
+	use_any = any;
 	receiver_start(&tr, 1);
 	wait_held();
 	before = atomic_load(word);
 	{
 		uint32_t idx = l.buffer_index;
 
-		is_int(asyncpool_channel_send(tx, &l), 0, "wait %d: sent", r);
+		is_int(asyncpool_channel_send(tx, &l), 0, "%s %d: sent", what, r);
 		after = atomic_load(word);
 		ok((before & AP_WAIT_WAITERS) && after != before,
-		   "wait %d: the send after the wait's look saw its announcement and woke it "
-		   "(the word %#x, then %#x)", r, before, after);
+		   "%s %d: the send after the wait's look saw its announcement and woke it "
+		   "(the word %#x, then %#x)", what, r, before, after);
 		atomic_store(&release_held, 1);
 		if (after == before) {
 			/* it sleeps once it let its announcement go */
 			while (!atomic_load(&recv_done) && !(atomic_load(word) & AP_WAIT_WAITERS))
 				sched_yield();
-			rescue(&recv_done, "wait", r);
+			rescue(&recv_done, what, r);
 		}
-		received(tr, idx, "wait", r);
+		received(tr, idx, what, r);
 	}
+	use_any = 0;
 }
 
 /* ---- 3: the same for asyncpool_channel_prep_wait ---- */
@@ -311,7 +324,7 @@ int main(void)
 	struct asyncpool_shared *sp;
 	struct ap_chan *ch;
 
-	plan(ROUNDS * (5 + 4 + 5) + 1);
+	plan(ROUNDS * (5 + 4 + 4 + 5) + 1);
 	tap_watchdog(60);
 	atomic_store(&ap_test_hook_slice_ms, 10000);
 	shared_options(&o, BS, N);
@@ -329,7 +342,9 @@ int main(void)
 	for (int r = 0; r < ROUNDS; r++)
 		case_send(ch, r);
 	for (int r = 0; r < ROUNDS; r++)
-		case_wait(r);
+		case_wait(r, 0);
+	for (int r = 0; r < ROUNDS; r++)
+		case_wait(r, 1);
 	for (int r = 0; r < ROUNDS; r++)
 		if (prep_works())
 			case_prep(r);
