@@ -969,18 +969,21 @@ static void *waker_main(void *arg)
 	_Atomic uint32_t *word = e->send ? &e->ch->room : &e->ch->wait;
 	struct timespec slice;
 
+	AP_TEST_STALL(AP_TS_CHAN_WAKER_START);
 	for (;;) {
-		uint32_t v = ap_word_announce(word);
+		uint32_t v = AP_TSO_ANNOUNCE(word);
 
 		bool short_slice = false;
 
-		atomic_thread_fence(memory_order_seq_cst);
+		AP_TSO_FENCE();
 		if (e->send)
 			short_slice = !room_barrier();
 		if (atomic_load_explicit(&e->wait_stop, memory_order_acquire))
 			break;
 		if (e->send ? sendable_shared(e) : receivable(e))
 			(void)eventfd_write(e->wait_fd, 1);
+		AP_TEST_STALL(AP_TS_CHAN_WAITER_LOOKED);
+		AP_TSO_FLUSH();
 		(void)ap_sleep_until(true, NULL, &slice);
 		if (short_slice)
 			ap_deadline_after(ROOM_SLICE_NS, &slice);

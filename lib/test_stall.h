@@ -34,6 +34,7 @@ enum ap_test_stall {
 				   * its futex wait (its SQE) */
 	AP_TS_CHAN_WAITER_LOOKED, /* a channel's wait (or prep_wait) announced and looked,
 				   * before its store buffer drains */
+	AP_TS_CHAN_WAKER_START, /* a channel's wait fd thread starts (a test may arm it) */
 };
 
 #ifdef ASYNCPOOL_TEST_HOOKS

@@ -36,7 +36,9 @@
  *     wake, which moves the word (tests/mutants/chan-wait-no-fence);
  *     The same for asyncpool_channel_recv_any() (one end), whose fence
  *     follows the announcements on every end's word
- *     (tests/mutants/chan-recv-any-no-fence);
+ *     (tests/mutants/chan-recv-any-no-fence), and for the wait fd's
+ *     thread, which the test arms at its start (AP_TS_CHAN_WAKER_START)
+ *     (tests/mutants/chan-waker-no-fence);
  *  3. the same for asyncpool_channel_prep_wait(): the value its SQE
  *     sleeps on must no longer be the word's after the send (its futex
  *     wait completes at once) (tests/mutants/chan-prep-wait-no-fence).
@@ -50,12 +52,14 @@
 #include "config.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 #ifdef HAVE_LIBURING
 #include <liburing.h>
 #endif
@@ -78,10 +82,17 @@ static _Atomic int hold_at = -1, held_at, release_held;
 static struct asyncpool *pool;
 static struct asyncpool_channel *tx, *rx;
 static _Atomic uint32_t *word;
+static _Atomic int arm_waker;
 
 /* The armed thread of the case, at the case's stall point: held once. */
 static void hook(enum ap_test_stall p)
 {
+	if (p == AP_TS_CHAN_WAKER_START && atomic_load(&arm_waker)) {
+		/* the library's wait fd thread: armed for its life */
+		role = RECEIVER;
+		ap_test_tso_armed = 1;
+		return;
+	}
 	if (!ap_test_tso_armed || role == NONE || (int)p != atomic_load(&hold_at))
 		return;
 	atomic_store(&hold_at, -1);
@@ -251,6 +262,56 @@ static void case_wait(int r, int any)
 	use_any = 0;
 }
 
+/* ---- 2, the wait fd's thread: armed from its start ---- */
+
+static void case_waker(int r)
+{
+	struct asyncpool_lease l, g;
+	uint32_t before, after, idx;
+	struct pollfd pf;
+	uint64_t cnt;
+	int fd;
+
+	clear_announced();
+	if (asyncpool_acquire(pool, &l))
+		bail_out("acquire");
+	idx = l.buffer_index;
+	hold_next(AP_TS_CHAN_WAITER_LOOKED);
+	atomic_store(&arm_waker, 1);
+	fd = asyncpool_channel_wait_fd(rx);
+	if (fd < 0)
+		bail_out("wait_fd: %d", fd);
+	wait_held();
+	atomic_store(&arm_waker, 0);
+	before = atomic_load(word);
+	is_int(asyncpool_channel_send(tx, &l), 0, "fd %d: sent", r);
+	after = atomic_load(word);
+	ok((before & AP_WAIT_WAITERS) && after != before,
+	   "fd %d: the send after the wait fd thread's look saw its announcement and woke it "
+	   "(the word %#x, then %#x)", r, before, after);
+	atomic_store(&release_held, 1);
+	if (after == before) {
+		diag("fd %d: the wait fd's thread may sleep with an entry queued: a lost wake", r);
+		while (!(atomic_load(word) & AP_WAIT_WAITERS))
+			sched_yield();
+		atomic_fetch_add(word, 2);
+		ap_futex_wake_all(word, true);
+	}
+	/* woken, it looks again and makes the fd readable (no timeout: a
+	 * hang here is the watchdog's) */
+	pf.fd = fd;
+	pf.events = POLLIN;
+	is_int(poll(&pf, 1, -1) == 1 && read(fd, &cnt, sizeof(cnt)) == sizeof(cnt), 1,
+	       "fd %d: the wait fd became readable", r);
+	is_int(asyncpool_channel_recv(rx, &g), 0, "fd %d: received", r);
+	is_int(g.buffer_index, idx, "fd %d: the buffer sent", r);
+	asyncpool_lease_release(&g);
+	/* a new end, a new thread, for the next round */
+	if (asyncpool_channel_close(rx) ||
+	    asyncpool_channel_open(pool, 0, ASYNCPOOL_CHANNEL_RECV, &rx))
+		bail_out("reopen the receiving end");
+}
+
 /* ---- 3: the same for asyncpool_channel_prep_wait ---- */
 
 #ifdef HAVE_LIBURING
@@ -324,7 +385,7 @@ int main(void)
 	struct asyncpool_shared *sp;
 	struct ap_chan *ch;
 
-	plan(ROUNDS * (5 + 4 + 4 + 5) + 1);
+	plan(ROUNDS * (5 + 4 + 4 + 5 + 5) + 1);
 	tap_watchdog(60);
 	atomic_store(&ap_test_hook_slice_ms, 10000);
 	shared_options(&o, BS, N);
@@ -345,6 +406,8 @@ int main(void)
 		case_wait(r, 0);
 	for (int r = 0; r < ROUNDS; r++)
 		case_wait(r, 1);
+	for (int r = 0; r < ROUNDS; r++)
+		case_waker(r);
 	for (int r = 0; r < ROUNDS; r++)
 		if (prep_works())
 			case_prep(r);
