@@ -9,10 +9,8 @@
 #include "pool_takeover.h"
 #include "pool_wait.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/eventfd.h>
 
 #ifdef HAVE_LIBURING
@@ -69,7 +67,14 @@ const struct timespec *ap_sleep_until(bool sliced, const struct timespec *deadli
  * at SIG_DFL or SIG_IGN runs no handler (a stop and continue restarts
  * the sleep in the kernel); nor do the signals of faults (SIGSEGV,
  * SIGBUS, SIGFPE, SIGILL, SIGTRAP), raised by an instruction, which a
- * sanitizer or a JIT handles.
+ * sanitizer or a JIT handles.  About 65 sigaction(2) calls: 6.6 us with
+ * warm caches, 8.4 us cold (bench/pipeline/wait-start, 1.12).  Reading
+ * the caught set from SigCgt of /proc/thread-self/status (open, read,
+ * close) and asking only those was measured and left out: 5.4 us warm
+ * but 15.7 us cold, as a wait begins in a pipeline stage after other
+ * work (a worker on asyncpool_channel_recv_item_wait went from 72 to
+ * 83 us paced p50): the kernel's /proc path is long and cold, 65 calls
+ * of one short path are not.
  *
  * Asked twice: before a wait begins, and after an interruption.  A
  * one-shot handler (SA_RESETHAND) is reset to SIG_DFL as it is
@@ -80,168 +85,28 @@ const struct timespec *ap_sleep_until(bool sliced, const struct timespec *deadli
  * the instant of delivery, which the kernel does not give: a handler
  * another thread installs or removes during the wait can still be
  * missed, and then the wait goes on as it would have without it.
- *
- * Which signals have a handler: asking sigaction(2) of each is about 65
- * system calls, 20 us (measured, 1.11), every time a wait begins.  The
- * kernel lists them in one line, SigCgt of /proc/thread-self/status
- * (the calling thread's own entry, alive while we read it: the group
- * leader's, /proc/self, reads as none caught once it has exited): open,
- * read, close, then sigaction(2) of those alone, usually none or a few.
- * Read at every call, never cached: handlers change.  Without /proc (not
- * mounted, refused, another layout) every signal is asked, as before.
  */
-
-#ifdef ASYNCPOOL_TEST_HOOKS
-_Atomic bool ap_test_hook_no_sigcgt;
-_Atomic uint32_t ap_test_hook_handler_scans;
-#endif
-
-/* An instruction raises these, not a sleep: never counted. */
-static bool fault_signal(int sig)
-{
-	return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGTRAP;
-}
-
-/*
- * Whether signal sig, if it came, would end the wait: a handler without
- * SA_RESTART.  The handler is one field in the kernel, which runs none
- * when it is SIG_DFL or SIG_IGN whatever the flags (SA_SIGINFO
- * included: sa_sigaction shares sa_handler's bits).  A signal the C
- * library reserves (sigaction(2) refuses it) is its own business.
- */
-static bool handler_stops(int sig)
-{
-	struct sigaction sa;
-
-	if (sigaction(sig, NULL, &sa))
-		return false;
-	if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
-		return false;
-	return !(sa.sa_flags & SA_RESTART);
-}
-
-/* The rule over the signals in caught (NULL: every signal). */
-static bool restart_over(const sigset_t *caught)
+bool ap_handlers_restart(void)
 {
 	sigset_t blocked;
 
 	if (pthread_sigmask(SIG_BLOCK, NULL, &blocked))
 		sigemptyset(&blocked);
 	for (int sig = 1; sig < NSIG; sig++) {
-		if (fault_signal(sig) || sigismember(&blocked, sig) == 1)
+		struct sigaction sa;
+
+		if (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL ||
+		    sig == SIGTRAP)
 			continue;
-		if (caught && sigismember(caught, sig) != 1)
+		if (sigismember(&blocked, sig) == 1 || sigaction(sig, NULL, &sa))
+			continue;       /* blocked, or reserved by the C library */
+		if (!(sa.sa_flags & SA_SIGINFO) &&
+		    (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN))
 			continue;
-		if (handler_stops(sig))
+		if (!(sa.sa_flags & SA_RESTART))
 			return false;
 	}
 	return true;
-}
-
-/*
- * The signals caught, from the text of a status file (buf, len bytes):
- * its line "SigCgt:" then blanks and hex digits, the highest signal
- * first, bit 0 of the last digit signal 1 (the kernel prints _NSIG / 4
- * digits), ended by a newline.  0, or -EINVAL without such a line
- * (missing, cut short by the read, not hex, too long).
- */
-int ap_sigcgt_parse(const char *buf, size_t len, sigset_t *caught)
-{
-	static const char key[] = "SigCgt:";
-	size_t kl = sizeof(key) - 1;
-
-	sigemptyset(caught);
-	for (size_t at = 0; at + kl <= len;) {
-		const char *nl = memchr(buf + at, '\n', len - at);
-		size_t end = nl ? (size_t)(nl - buf) : len, d0, nd;
-
-		if (end - at < kl || memcmp(buf + at, key, kl)) {
-			if (!nl)
-				break;
-			at = end + 1;
-			continue;
-		}
-		if (!nl)
-			return -EINVAL;         /* the read cut the line */
-		d0 = at + kl;
-		while (d0 < end && (buf[d0] == '\t' || buf[d0] == ' '))
-			d0++;
-		nd = end - d0;
-		if (nd == 0 || nd > AP_SIGCGT_DIGITS_MAX)
-			return -EINVAL;
-		for (size_t i = 0; i < nd; i++) {
-			char c = buf[end - 1 - i];      /* i: from the right */
-			int v;
-
-			if (c >= '0' && c <= '9')
-				v = c - '0';
-			else if (c >= 'a' && c <= 'f')
-				v = c - 'a' + 10;
-			else if (c >= 'A' && c <= 'F')
-				v = c - 'A' + 10;
-			else
-				return -EINVAL;
-			for (int b = 0; b < 4; b++) {
-				size_t sig = 4 * i + (size_t)b + 1;
-
-				/* Above the C library's signals: none it can ask. */
-				if ((v & (1 << b)) && sig < NSIG)
-					sigaddset(caught, (int)sig);
-			}
-		}
-		return 0;
-	}
-	return -EINVAL;
-}
-
-/* The signals caught, from /proc: 0, or a negative errno (then scan all). */
-int ap_sigcgt_read(sigset_t *caught)
-{
-	char buf[4096];
-	size_t len = 0;
-	int fd, rc = -EINVAL;
-
-#ifdef ASYNCPOOL_TEST_HOOKS
-	if (atomic_load_explicit(&ap_test_hook_no_sigcgt, memory_order_relaxed))
-		return -ENOENT;
-#endif
-	fd = open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	/* The line is near the start (about byte 720 of 1,400): one read,
-	 * then more only if it was cut; bounded by the buffer. */
-	while (len < sizeof(buf)) {
-		ssize_t n = read(fd, buf + len, sizeof(buf) - len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-		rc = ap_sigcgt_parse(buf, len, caught);
-		if (rc == 0)
-			break;
-	}
-	close(fd);
-	return rc;
-}
-
-/* The rule asked of every signal, without /proc. */
-bool ap_handlers_restart_scan(void)
-{
-#ifdef ASYNCPOOL_TEST_HOOKS
-	atomic_fetch_add_explicit(&ap_test_hook_handler_scans, 1, memory_order_relaxed);
-#endif
-	return restart_over(NULL);
-}
-
-bool ap_handlers_restart(void)
-{
-	sigset_t caught;
-
-	if (ap_sigcgt_read(&caught) == 0)
-		return restart_over(&caught);
-	return ap_handlers_restart_scan();
 }
 
 AP_EXPORT int asyncpool_acquire_wait(struct asyncpool *pool, struct asyncpool_lease *out,
@@ -268,9 +133,8 @@ AP_EXPORT int asyncpool_acquire_wait(struct asyncpool *pool, struct asyncpool_le
 	if (timeout_ns > 0)
 		ap_deadline_after(timeout_ns, &deadline);
 	line = pool->fl.line;
-	/* Before the announcement and the look: a read of /proc and a
-	 * sigaction(2) per signal caught (a scan of every signal, about
-	 * 20 us, without /proc), which a release meanwhile does not wait for. */
+	/* Before the announcement and the look: about 7 us (65 system
+	 * calls, measured), which a release meanwhile does not wait for. */
 	restart = ap_handlers_restart();
 	/* Releases of this process go to the freelist while we wait. */
 	ap_cache_wait_begin(pool);

@@ -8,10 +8,6 @@
 
 #include "wait_word.h"
 
-#include <signal.h>
-#include <stdbool.h>
-#include <stddef.h>
-
 /*
  * A holder that dies wakes nobody: waits on a pool with attachments
  * sleep at most this long at a time (pool_wait.c), and so do the waits
@@ -44,18 +40,6 @@ const struct timespec *ap_sleep_until(bool sliced, const struct timespec *deadli
  * wait and after the interruption, asyncpool_acquire_wait(3)).
  */
 bool ap_handlers_restart(void);
-/* pool_wait.c: the same, asking sigaction(2) of every signal (the fallback). */
-bool ap_handlers_restart_scan(void);
-/* pool_wait.c: the signals caught, from SigCgt of /proc/thread-self/status
- * (read: 0 or a negative errno; parse: 0 or -EINVAL). */
-#define AP_SIGCGT_DIGITS_MAX 64
-int ap_sigcgt_read(sigset_t *caught);
-int ap_sigcgt_parse(const char *buf, size_t len, sigset_t *caught);
-#ifdef ASYNCPOOL_TEST_HOOKS
-/* pool_wait.c: true: ap_sigcgt_read() fails, every wait scans; and the scans made. */
-extern _Atomic bool ap_test_hook_no_sigcgt;
-extern _Atomic uint32_t ap_test_hook_handler_scans;
-#endif
 
 struct io_uring_sqe;
 /*

@@ -8,8 +8,7 @@
  * infinite waits.  A thread sends SIGUSR1 to the waiter every 10 ms for
  * as long as the waiter is announced on the wait word, so that some
  * signal lands in the sleep itself; in the infinite SA_RESTART case it
- * releases the buffer after 5 signals.  All of it twice: the handlers
- * read from /proc (SigCgt), then asked one by one as without /proc.
+ * releases the buffer after 5 signals.
  *
  * A one-shot handler (SA_RESETHAND, without SA_RESTART) is reset to
  * SIG_DFL as it is delivered: the wait must still end with -EINTR,
@@ -34,7 +33,6 @@
 #include "tap.h"
 #include "testutil.h"
 #include "hooks.h"
-#include "../lib/pool_wait.h"
 
 #define N  1
 #define BS 64
@@ -206,24 +204,19 @@ int main(void)
 	struct asyncpool_proactor *p;
 	struct asyncpool *pool;
 
-	plan(24);
+	plan(12);
 	alarm(60);
-	/* The handlers read from /proc (SigCgt), then as without /proc
-	 * (every signal asked: pool_wait.c's fallback). */
-	for (int scan = 0; scan < 2; scan++) {
-		atomic_store(&ap_test_hook_no_sigcgt, scan);
-		if (asyncpool_proactor_create_memory(&p))
-			bail_out("proactor");
-		pool = make_pool(p, BS, N, 0);
-		all(scan ? "(no /proc) local" : "local", pool);
-		asyncpool_destroy(pool);
-		asyncpool_proactor_destroy(p);
+	if (asyncpool_proactor_create_memory(&p))
+		bail_out("proactor");
+	pool = make_pool(p, BS, N, 0);
+	all("local", pool);
+	asyncpool_destroy(pool);
+	asyncpool_proactor_destroy(p);
 
-		shared_options(&o, BS, N);
-		if (asyncpool_shared_create(&o, &sp))
-			bail_out("shared_create");
-		all(scan ? "(no /proc) shared" : "shared", asyncpool_shared_pool(sp));
-		asyncpool_shared_close(sp);
-	}
+	shared_options(&o, BS, N);
+	if (asyncpool_shared_create(&o, &sp))
+		bail_out("shared_create");
+	all("shared", asyncpool_shared_pool(sp));
+	asyncpool_shared_close(sp);
 	return done_testing();
 }

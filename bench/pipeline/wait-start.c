@@ -11,7 +11,9 @@
  * sleeping.  HANDLERS (default 2): signals given a handler with
  * SA_RESTART first (SIGUSR1, SIGUSR2, SIGRTMIN...), as a program has a
  * few.  Prints ns per call, the median of 7 rounds.  Count the system
- * calls with strace -c -f.
+ * calls with strace -c -f.  COLD=1: each call timed alone after a pipe
+ * round trip to another process and 2 MiB of memory touched (caches
+ * cold, as in a pipeline stage).
  *
  *   cc -O2 -Iinclude -o /tmp/wait-start bench/pipeline/wait-start.c \
  *      -Llib/.libs -lasyncpool && LD_LIBRARY_PATH=lib/.libs /tmp/wait-start
@@ -24,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <asyncpool.h>
 
@@ -49,6 +52,49 @@ static int cmp(const void *a, const void *b)
 
 #define ROUNDS 7
 
+/* COLD=1: before each call, a pipe round trip to a child and 2 MiB
+ * touched, as a stage's wait begins after other work: the kernel's code
+ * and data for the wait start are no longer in the caches. */
+static int cold, ping[2], pong[2];
+static char *junk;
+#define JUNK (2u << 20)
+
+static void cool(void)
+{
+	char c = 0;
+
+	if (!cold)
+		return;
+	for (size_t i = 0; i < JUNK; i += 64)
+		junk[i]++;
+	if (write(ping[1], &c, 1) != 1 || read(pong[0], &c, 1) != 1)
+		exit(1);
+}
+
+static void cold_setup(void)
+{
+	cold = getenv("COLD") && atoi(getenv("COLD"));
+	if (!cold)
+		return;
+	junk = calloc(1, JUNK);
+	if (!junk || pipe(ping) || pipe(pong))
+		exit(1);
+	if (fork() == 0) {
+		char c;
+
+		/* Ends at the parent's exit: no write end of ping left. */
+		close(ping[1]);
+		close(pong[0]);
+		close(1);
+		while (read(ping[0], &c, 1) == 1)
+			if (write(pong[1], &c, 1) != 1)
+				break;
+		_exit(0);
+	}
+	close(ping[0]);
+	close(pong[1]);
+}
+
 int main(int argc, char **argv)
 {
 	long n = argc > 1 ? atol(argv[1]) : 100000;
@@ -61,6 +107,7 @@ int main(int argc, char **argv)
 	double acq[ROUNDS], rcv[ROUNDS];
 	int rc;
 
+	cold_setup();
 	for (int i = 0; i < handlers; i++) {
 		struct sigaction sa;
 		int sig = i == 0 ? SIGUSR1 : i == 1 ? SIGUSR2 : SIGRTMIN + i - 2;
@@ -89,22 +136,30 @@ int main(int argc, char **argv)
 	    asyncpool_channel_open(pool, 0, ASYNCPOOL_CHANNEL_RECV, &rx))
 		return fprintf(stderr, "channel_open\n"), 1;
 	for (int r = 0; r < ROUNDS; r++) {
-		uint64_t t0 = now_ns();
+		uint64_t t0, sum = 0;
 
-		for (long i = 0; i < n; i++)
+		for (long i = 0; i < n; i++) {
+			cool();
+			t0 = now_ns();
 			if (asyncpool_acquire_wait(pool, &l, 1) != -ETIMEDOUT)
 				return fprintf(stderr, "acquire_wait\n"), 1;
-		acq[r] = (double)(now_ns() - t0) / (double)n;
-		t0 = now_ns();
-		for (long i = 0; i < n; i++)
+			sum += now_ns() - t0;
+		}
+		acq[r] = (double)sum / (double)n;
+		sum = 0;
+		for (long i = 0; i < n; i++) {
+			cool();
+			t0 = now_ns();
 			if (asyncpool_channel_recv_wait(rx, &l, 1) != -ETIMEDOUT)
 				return fprintf(stderr, "recv_wait\n"), 1;
-		rcv[r] = (double)(now_ns() - t0) / (double)n;
+			sum += now_ns() - t0;
+		}
+		rcv[r] = (double)sum / (double)n;
 	}
 	qsort(acq, ROUNDS, sizeof(acq[0]), cmp);
 	qsort(rcv, ROUNDS, sizeof(rcv[0]), cmp);
-	printf("wait start, %d handler(s), %ld calls x %d rounds, median (min-max) ns a call:\n",
-	       handlers, n, ROUNDS);
+	printf("wait start%s, %d handler(s), %ld calls x %d rounds, median (min-max) ns a call:\n",
+	       cold ? " (cold)" : "", handlers, n, ROUNDS);
 	printf("  acquire_wait       %8.0f (%.0f-%.0f)\n", acq[ROUNDS / 2], acq[0], acq[ROUNDS - 1]);
 	printf("  channel_recv_wait  %8.0f (%.0f-%.0f)\n", rcv[ROUNDS / 2], rcv[0], rcv[ROUNDS - 1]);
 	asyncpool_channel_close(rx);
