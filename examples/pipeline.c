@@ -491,7 +491,8 @@ static int ingest(int listen_fd, int ctl)
  * io_uring FUTEX_WAIT (asyncpool_channel_prep_wait(3)): one system call.
  * asyncpool_channel_recv_item_wait(3) costs more here: before it sleeps
  * it looks at every signal handler for its SA_RESTART rule (57
- * sigaction(2) calls a wait under strace) and at the sender's life.
+ * sigaction(2) calls, about 7 us); measured with the whole pipeline on
+ * one CPU, 61-68 us paced p50 against 58-60 on this wait.
  */
 static void worker_sleep(struct io_uring *ring, struct asyncpool_channel *in, bool *armed)
 {
