@@ -62,8 +62,8 @@
  * Latency: a message wakes each stage once; where waking a process on
  * another CPU is slow (a VM: 20-45 us a wake-up on the one measured,
  * about 1 us on the same CPU), `taskset -c N pipeline` keeps the stages'
- * hand-offs on one CPU: paced p50 100 against 147 us there, over
- * channels and over sockets alike (bench/pipeline/README.md).
+ * hand-offs on one CPU: paced p50 100-153 against 135-231 us there,
+ * over channels and over sockets alike (bench/pipeline/README.md).
  *
  * Exit status: 0 when every connection was served and every buffer came
  * back to the pool, 1 on an error, 77 when io_uring is not available.
