@@ -82,6 +82,9 @@ struct asyncpool_channel {
 	bool                 drop;      /* AP_POOL_F_CHAN_DROP: no from[] to write */
 	bool                 head_fence; /* receiver: no membarrier(2): head by seq_cst */
 	struct asyncpool    *pool;
+	/* peer_gone(): the peer's end word last found alive, and when (ns). */
+	uint64_t             live_v;
+	uint64_t             live_ns;
 	/* asyncpool_channel_wait_fd(): a thread waits on the wake word. */
 	pthread_mutex_t      lock;
 	int                  wait_fd;
@@ -723,12 +726,58 @@ static bool sendable_shared(struct asyncpool_channel *e)
 	return !ap_chan_published(e->ch, e->mask, h + e->cap - 1);
 }
 
+#ifdef ASYNCPOOL_TEST_HOOKS
+_Atomic uint32_t ap_test_hook_peer_live_ms;
+_Atomic uint32_t ap_test_hook_peer_checks;
+#define AP_PEER_LIVE_NS() ((uint64_t)(atomic_load_explicit(&ap_test_hook_peer_live_ms, \
+		memory_order_relaxed) ?: AP_PEER_LIVE_MS) * 1000000u)
+#else
+#define AP_PEER_LIVE_NS() ((uint64_t)AP_PEER_LIVE_MS * 1000000u)
+#endif
+
+static uint64_t coarse_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Whether the attachment holding end word v is alive: an fcntl(2) on
+ * its lock (attach_live.h) when it is another process's, which a wait
+ * asks as it begins and after every look that found nothing, in a
+ * pipeline once a message.  So a live answer is kept AP_PEER_LIVE_MS
+ * per end, for the same word only (the word is read every time: a peer
+ * that closes its end, or another that takes it, changes it).  force:
+ * ask all the same, as a wait does before it returns anything but an
+ * item (wait_loop(), recv_any): a dead peer gives -EPIPE, never a timeout.
+ */
+static bool peer_alive(struct asyncpool_channel *e, uint64_t v, bool force)
+{
+	uint64_t now = coarse_ns();
+
+	if (!force && v == e->live_v && now - e->live_ns < AP_PEER_LIVE_NS())
+		return true;
+#ifdef ASYNCPOOL_TEST_HOOKS
+	atomic_fetch_add_explicit(&ap_test_hook_peer_checks, 1, memory_order_relaxed);
+#endif
+	if (!end_alive(e->pool, v)) {
+		e->live_v = 0;
+		return false;
+	}
+	e->live_v = v;
+	e->live_ns = now;
+	return true;
+}
+
 /*
  * The other end's word, as a wait sees it: -EPIPE when the end that was
  * held at the wait's start (*first, 0 if none) is held no more by it, or
- * is held by an attachment that died.  0: wait on.
+ * is held by an attachment that died (asked at most once a period while
+ * it lives, unless force).  0: wait on.
  */
-static int peer_gone(struct asyncpool_channel *e, uint64_t *first, bool start)
+static int peer_gone(struct asyncpool_channel *e, uint64_t *first, bool start, bool force)
 {
 	uint64_t v = atomic_load_explicit(e->send ? &e->ch->recv_end : &e->ch->send_end,
 					  memory_order_acquire);
@@ -737,7 +786,7 @@ static int peer_gone(struct asyncpool_channel *e, uint64_t *first, bool start)
 		*first = v;
 	if (*first && v != *first)
 		return -EPIPE;
-	if (v && !end_alive(e->pool, v))
+	if (v && !peer_alive(e, v, force))
 		return -EPIPE;
 	return 0;
 }
@@ -824,7 +873,7 @@ static int wait_loop(struct asyncpool_channel *e, _Atomic uint32_t *word, int64_
 	rc = wait_start(&w, timeout_ns);
 	if (rc)
 		return rc;
-	rc = peer_gone(e, &first, true);
+	rc = peer_gone(e, &first, true, false);
 	if (rc)
 		return rc;
 	for (;;) {
@@ -842,12 +891,13 @@ static int wait_loop(struct asyncpool_channel *e, _Atomic uint32_t *word, int64_
 		AP_TSO_FLUSH();         /* the end of the test's store buffer */
 		if (rc != -EAGAIN)
 			return rc;
-		rc = peer_gone(e, &first, false);
+		rc = peer_gone(e, &first, false, false);
 		if (rc)
 			return rc;
 		rc = wait_over(&w);
+		/* Timed out or interrupted: a peer that died meanwhile says so. */
 		if (rc)
-			return rc;
+			return peer_gone(e, &first, false, true) ?: rc;
 		/* A receiver that finds nothing runs the reclaim now and then
 		 * (every 10 ms at most): what a dead receiver held comes back
 		 * into the channel once its quarantine is over. */
@@ -1167,12 +1217,12 @@ static int any_try(struct asyncpool_channel *const *ends, uint32_t n, uint32_t s
 
 /* Every end's sender gone (as a single wait says -EPIPE): -EPIPE, else 0. */
 static int any_gone(struct asyncpool_channel *const *ends, uint32_t n, uint64_t *first,
-		    bool start)
+		    bool start, bool force)
 {
 	uint32_t gone = 0;
 
 	for (uint32_t i = 0; i < n; i++)
-		if (peer_gone(ends[i], &first[i], start))
+		if (peer_gone(ends[i], &first[i], start, force))
 			gone++;
 	return gone == n ? -EPIPE : 0;
 }
@@ -1225,7 +1275,7 @@ AP_EXPORT int asyncpool_channel_recv_any(struct asyncpool_channel *const *ends, 
 	rc = wait_start(&clk, timeout_ns);
 	if (rc)
 		return rc;
-	rc = any_gone(ends, n, first, true);
+	rc = any_gone(ends, n, first, true, false);
 	if (rc)
 		return rc;
 	for (;;) {
@@ -1242,12 +1292,12 @@ AP_EXPORT int asyncpool_channel_recv_any(struct asyncpool_channel *const *ends, 
 		AP_TSO_FLUSH();
 		if (rc != -EAGAIN)
 			return rc;
-		rc = any_gone(ends, n, first, false);
+		rc = any_gone(ends, n, first, false, false);
 		if (rc)
 			return rc;
 		rc = wait_over(&clk);
 		if (rc)
-			return rc;
+			return any_gone(ends, n, first, false, true) ?: rc;
 		/* As a single receive wait does (wait_loop): what a dead
 		 * receiver held comes back into its channel.  Rate-limited
 		 * per pool; the ends of one pool ask once. */

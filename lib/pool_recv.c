@@ -13,9 +13,12 @@
  *
  * Buffer ids are slots of this ring, not buffer indices: a completion
  * is checked against the slot (in range, holding a lease), never used
- * to index the pool.  One thread at a time per ring; no lock.
+ * to index the pool.  One thread at a time per ring; no lock.  Each
+ * call checks that the ring is this process's (a child after fork(2)
+ * gets -EPERM): the pid without a system call (self_pid.c).
  */
 #include "internal.h"
+#include "self_pid.h"
 
 #include <asyncpool/pool.h>
 #include <asyncpool/region.h>
@@ -105,7 +108,7 @@ AP_EXPORT int asyncpool_recv_ring_create(struct asyncpool *pool, struct asyncpoo
 	rr->p = p;
 	rr->entries = entries;
 	rr->bsize = asyncpool_buffer_size(pool);
-	rr->pid = getpid();
+	rr->pid = ap_self_pid();
 	rr->free = calloc(entries, sizeof(*rr->free));
 	rr->held = calloc(entries, sizeof(*rr->held));
 	rr->br_len = ap_align_up(entries * sizeof(struct io_uring_buf),
@@ -142,7 +145,7 @@ AP_EXPORT int asyncpool_recv_ring_refill(struct asyncpool_recv_ring *rr)
 {
 	if (!rr)
 		return -EINVAL;
-	if (getpid() != rr->pid)
+	if (ap_self_pid() != rr->pid)
 		return -EPERM;
 	return rr_refill(rr);
 }
@@ -158,7 +161,7 @@ AP_EXPORT int asyncpool_recv_ring_lease(struct asyncpool_recv_ring *rr,
 	memset(out, 0, sizeof(*out));
 	if (!rr || !cqe)
 		return -EINVAL;
-	if (getpid() != rr->pid)
+	if (ap_self_pid() != rr->pid)
 		return -EPERM;
 	if (cqe->res == -ENOBUFS)
 		return -ENOBUFS;        /* the multishot ended: the ring ran dry */
@@ -186,7 +189,7 @@ AP_EXPORT int asyncpool_recv_ring_destroy(struct asyncpool_recv_ring *rr)
 
 	if (!rr)
 		return -EINVAL;
-	if (getpid() != rr->pid) {
+	if (ap_self_pid() != rr->pid) {
 		/* A child's copy: the ring and the leases are the parent's. */
 		rr_free(rr);
 		return 0;

@@ -18,6 +18,18 @@
 /* pool_wait.c: the slice of the test-hook build, in ms (0: the above). */
 extern _Atomic uint32_t ap_test_hook_slice_ms;
 #endif
+/*
+ * channel.c: a channel wait finds its peer alive (an fcntl(2) on the
+ * peer's lock) at most once this long while it lives; shorter than a
+ * slice, so a wait still notices a death within a slice.
+ */
+#define AP_PEER_LIVE_MS 10
+_Static_assert(AP_PEER_LIVE_MS < AP_WAIT_SLICE_MS, "a slice asks the peer again");
+#ifdef ASYNCPOOL_TEST_HOOKS
+/* channel.c: the test-hook build's period (0: the above), and the looks made. */
+extern _Atomic uint32_t ap_test_hook_peer_live_ms;
+extern _Atomic uint32_t ap_test_hook_peer_checks;
+#endif
 
 /* pool_wait.c: the end of the next sleep, deadline or (sliced) a slice sooner. */
 const struct timespec *ap_sleep_until(bool sliced, const struct timespec *deadline,

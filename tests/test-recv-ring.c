@@ -7,7 +7,10 @@
  * fd) that checks every byte in order; an empty pool leaves a slot
  * empty (a replayed completion: -EALREADY) until a refill; a process
  * killed with buffers lent to its ring gives them back after the
- * quarantine; at the end every buffer is back.
+ * quarantine; a child made by fork(2), or by clone(2) without the C
+ * library's fork handlers, gets -EPERM from its copy of its parent's
+ * ring (the pid each call checks is cached: self_pid.c) and the parent's
+ * ring works on; at the end every buffer is back.
  */
 #include "config.h"
 
@@ -15,6 +18,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -97,6 +101,56 @@ static void test_bad_cqes(struct asyncpool *pool, struct asyncpool_proactor *up)
 	is_int((int)asyncpool_available(pool), N - ENT, "bad completions moved no buffer");
 	is_int(asyncpool_recv_ring_destroy(rr), 0, "destroy");
 	is_int((int)asyncpool_available(pool), N, "destroy gave the %u buffers back", ENT);
+}
+
+/* A child's calls on its copy of the parent's ring: 0 if each said -EPERM. */
+static int fork_child(struct asyncpool_recv_ring *rr)
+{
+	struct asyncpool_lease l;
+	struct io_uring_cqe cqe;
+
+	memset(&cqe, 0, sizeof(cqe));
+	cqe.res = 10;
+	cqe.flags = IORING_CQE_F_BUFFER | (1u << IORING_CQE_BUFFER_SHIFT);
+	if (asyncpool_recv_ring_refill(rr) != -EPERM)
+		return 10;
+	if (asyncpool_recv_ring_lease(rr, &cqe, &l) != -EPERM)
+		return 11;
+	if (asyncpool_lease_held(&l))
+		return 12;
+	if (asyncpool_recv_ring_destroy(rr) != 0)     /* the copy only */
+		return 13;
+	return 0;
+}
+
+static void test_fork(struct asyncpool *pool, struct asyncpool_proactor *up)
+{
+	struct asyncpool_recv_ring *rr;
+	int st;
+
+	if (asyncpool_recv_ring_create(pool, up, ENT, &rr))
+		bail_out("recv_ring_create");
+	/* The pid is known (the create asked it) before either child. */
+	for (int how = 0; how < 2; how++) {
+		pid_t pid;
+
+		fflush(stdout);
+		/* clone(2) without CLONE_VM: a fork the C library's handlers
+		 * do not hear of (as _Fork). */
+		pid = how ? (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0) : fork();
+		if (pid < 0)
+			bail_out("fork");
+		if (pid == 0)
+			_exit(fork_child(rr));
+		if (waitpid(pid, &st, 0) != pid)
+			bail_out("waitpid");
+		is_int(WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st), 0,
+		       "a child of %s: -EPERM from refill and lease, its copy destroyed",
+		       how ? "clone(2) without the fork handlers" : "fork(2)");
+	}
+	is_int(asyncpool_recv_ring_refill(rr), ENT, "the parent's ring: still full (%u)", ENT);
+	is_int(asyncpool_recv_ring_destroy(rr), 0, "the parent destroys it");
+	is_int((int)asyncpool_available(pool), N, "every buffer back");
 }
 
 /* The receiving process: every byte in stream order, then how many. */
@@ -351,7 +405,7 @@ int main(void)
 
 	tap_watchdog(120);
 	ut_ring_init(&ring, 64);
-	plan(62);
+	plan(67);
 	sp = chan_pool();
 	if (asyncpool_proactor_create_uring(&ring, 0, &up))
 		bail_out("create_uring");
@@ -360,6 +414,7 @@ int main(void)
 	test_stream(sp, &ring, up);
 	test_empty_pool(asyncpool_shared_pool(sp), &ring, up);
 	test_crash(sp);
+	test_fork(asyncpool_shared_pool(sp), up);
 	is_int(asyncpool_check(asyncpool_shared_pool(sp)), 0, "the pool checks clean");
 	asyncpool_shared_close(sp);
 	is_int(asyncpool_proactor_destroy(up), 0, "proactor destroyed");
