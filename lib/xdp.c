@@ -37,6 +37,7 @@
  * a lease is ordered by the hand-off.
  */
 #include "internal.h"
+#include "pool_internal.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -180,6 +181,107 @@ static inline bool frame_of(const struct ap_xgeom x, uint64_t a, uint32_t *idx, 
 	return true;
 }
 
+/* ---------------------------------------------------------------- the summary */
+
+/*
+ * Where this process's frames are, for another process to read
+ * (asyncpool inspect): the AF_XDP summary of its attachment record
+ * (pool_layout.h, struct ap_xdp_sum).  Each socket keeps what it added
+ * (pub[]) and, at the end of a batch that moved frames, adds the
+ * difference to what it sees now: its counters (in_fill, in_tx: exact)
+ * split by the indices the kernel published last (a frame the kernel
+ * took and did not yet put in a ring is the kernel's).  A relaxed add
+ * per place that changed, per batch: the sockets of one process run
+ * under locks of their own, in threads of their own.  Nothing reads it
+ * here.
+ */
+_Static_assert(AP_XS_PLACES == 6, "pub[] of struct asyncpool_xsk");
+
+static pthread_mutex_t sum_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/*
+ * The summary of pool's attachment, for this epoch of it (zeroed first
+ * if a former holder of the slot left one): NULL for a pool with no
+ * attachment (local, or raw shared memory), and for a forked child's
+ * copy of its parent's handle (the record is the parent's).
+ */
+static struct ap_xdp_sum *sum_claim(struct asyncpool *pool)
+{
+	struct ap_attach *a = pool->shared && pool->lock_fd >= 0 ? pool->fl.att : NULL;
+	struct ap_xdp_sum *sum;
+	uint32_t epoch;
+
+	if (!a || atomic_load_explicit(&a->pid, memory_order_relaxed) != (uint32_t)getpid())
+		return NULL;
+	sum = &a->xdp;
+	epoch = (uint32_t)AP_ATT_EPOCH(atomic_load_explicit(&a->life, memory_order_relaxed));
+	pthread_mutex_lock(&sum_lock);
+	if (atomic_load_explicit(&sum->epoch, memory_order_relaxed) != epoch) {
+		atomic_store_explicit(&sum->epoch, 0, memory_order_relaxed);
+		atomic_store_explicit(&sum->sockets, 0, memory_order_relaxed);
+		for (unsigned int i = 0; i < AP_XS_PLACES; i++)
+			atomic_store_explicit(&sum->place[i], 0, memory_order_relaxed);
+		atomic_store_explicit(&sum->epoch, epoch, memory_order_release);
+	}
+	pthread_mutex_unlock(&sum_lock);
+	return sum;
+}
+
+/* Places [from, from + n) of socket s are now[]: the differences added. */
+static void sum_set(struct asyncpool_xsk *s, unsigned int from, const uint32_t *now, unsigned int n)
+{
+	_Atomic uint32_t *place = s->x->sum->place;
+
+	for (unsigned int i = from; i < from + n; i++) {
+		if (now[i - from] == s->pub[i])
+			continue;
+		atomic_fetch_add_explicit(&place[i], now[i - from] - s->pub[i], memory_order_relaxed);
+		s->pub[i] = now[i - from];
+	}
+}
+
+/* Of held frames, those in a ring with n entries (at most held): the rest stay in *held. */
+static uint32_t sum_take(uint32_t *held, uint32_t n)
+{
+	if (n > *held)
+		n = *held;
+	*held -= n;
+	return n;
+}
+
+/* Under rx_lock: the fill side of s, published (fill ring, kernel, rx ring). */
+static void sum_rx(struct asyncpool_xsk *s)
+{
+	uint32_t now[3], held;
+
+	if (!s->x->sum)
+		return;
+	held = (uint32_t)AP_XCNT(s->in_fill);
+	now[AP_XS_FILL] = sum_take(&held, s->fill.cached_prod -
+					  atomic_load_explicit(s->fill.cons, memory_order_relaxed));
+	now[AP_XS_RX] = sum_take(&held, atomic_load_explicit(s->rx.prod, memory_order_relaxed) -
+					s->rx.cached_cons);
+	now[AP_XS_KERNEL_RX] = held;
+	sum_set(s, AP_XS_FILL, now, 3);
+}
+
+/* Under tx_lock: the tx side of s, published (tx ring, kernel, completion ring). */
+static void sum_tx(struct asyncpool_xsk *s)
+{
+	uint32_t now[3], held;
+
+	if (!s->x->sum)
+		return;
+	held = (uint32_t)AP_XCNT(s->in_tx);
+	now[AP_XS_TX - AP_XS_TX] = sum_take(&held, s->tx.cached_prod -
+					  atomic_load_explicit(s->tx.cons, memory_order_relaxed));
+	now[AP_XS_COMPLETION - AP_XS_TX] =
+		sum_take(&held, atomic_load_explicit(s->comp.prod, memory_order_relaxed) -
+				s->comp.cached_cons);
+	now[AP_XS_KERNEL_TX - AP_XS_TX] = held;
+	sum_set(s, AP_XS_TX, now, 3);
+}
+
 /* ---------------------------------------------------------------- the UMEM */
 
 AP_EXPORT int asyncpool_xdp_create(struct asyncpool *pool, const struct asyncpool_xdp_options *opts,
@@ -238,6 +340,7 @@ AP_EXPORT int asyncpool_xdp_create(struct asyncpool *pool, const struct asyncpoo
 	x->geom.umem_len = (uint64_t)fs * count;
 	x->headroom = o.headroom;
 	x->owner_fd = -1;
+	x->sum = sum_claim(pool);
 	*out = x;
 	return 0;
 }
@@ -600,6 +703,8 @@ AP_EXPORT int asyncpool_xsk_open(struct asyncpool_xdp *x, const struct asyncpool
 	}
 	x->sockets[slot] = s;
 	x->nsockets++;
+	if (x->sum)
+		atomic_fetch_add_explicit(&x->sum->sockets, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&x->lock);
 	/* The fill ring full from the start, as far as the pool has frames. */
 	(void)asyncpool_xsk_refill(s, ring);
@@ -669,6 +774,14 @@ AP_EXPORT int asyncpool_xsk_close(struct asyncpool_xsk *s)
 	xsk_unmap(s);
 	close(s->fd);
 	xsk_return_frames(s);
+	if (x->sum) {
+		static const uint32_t none[3];
+
+		/* No other thread may use s now: both halves at once. */
+		sum_set(s, AP_XS_FILL, none, 3);
+		sum_set(s, AP_XS_TX, none, 3);
+		atomic_fetch_sub_explicit(&x->sum->sockets, 1, memory_order_relaxed);
+	}
 	free(s);
 	return 0;
 }
@@ -765,6 +878,8 @@ AP_EXPORT int asyncpool_xsk_refill(struct asyncpool_xsk *s, unsigned int max)
 		return -EINVAL;
 	ap_xlock(&s->rx_lock);
 	rc = refill_locked(s, max);
+	if (rc > 0)
+		sum_rx(s);
 	ap_xunlock(&s->rx_lock);
 	return rc;
 }
@@ -881,7 +996,9 @@ AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease
 	AP_XCNT_ADD(s->in_fill, -(uint64_t)taken);
 	if (nbad)
 		(void)asyncpool_release_tokens(x->pool, bad, nbad);
-	(void)refill_locked(s, s->fill.size);
+	/* A batch that moved frames is published; an empty poll is not. */
+	if (refill_locked(s, s->fill.size) > 0 || k)
+		sum_rx(s);
 	if (!got && ring_needs_wakeup(&s->fill))
 		xsk_kick(s, false);
 	ap_xunlock(&s->rx_lock);
@@ -942,6 +1059,9 @@ static int complete_locked(struct asyncpool_xsk *s, bool kick)
 	/* Copy mode sends a few frames per kick: kick while any wait. */
 	if (kick && AP_XCNT(s->in_tx) && (ring_needs_wakeup(&s->tx) || s->mode == ASYNCPOOL_XSK_MODE_COPY))
 		xsk_kick(s, true);
+	/* A send publishes after its own kick. */
+	if (kick && (total || AP_XCNT(s->in_tx)))
+		sum_tx(s);
 	return (int)total;
 }
 
@@ -1024,6 +1144,7 @@ AP_EXPORT int asyncpool_xsk_send(struct asyncpool_xsk *s, struct asyncpool_lease
 		AP_XDP_KILL_AT(AP_XTP_TX_SUBMITTED);
 	if (n && (ring_needs_wakeup(&s->tx) || s->mode == ASYNCPOOL_XSK_MODE_COPY))
 		xsk_kick(s, true);
+	sum_tx(s);
 	ap_xunlock(&s->tx_lock);
 	return (int)n;
 refuse:
