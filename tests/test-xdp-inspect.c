@@ -10,8 +10,9 @@
  *   40 frames received by the kernel, 10 taken as leases: 30 in rx;
  *   5 of those sent (copy mode: the kernel sends them at the kick and
  *   puts them in the completion ring), then reaped;
- *   a summary a peer scribbled, and one of a process SIGKILLed with its
- *   fill ring full: "unknown", never numbers that do not add up;
+ *   a summary a peer scribbled (once far past what we lease, then 40
+ *   random ones), and one of a process SIGKILLed with its fill ring
+ *   full: "unknown", never numbers that do not add up;
  *   the socket closed: no summary.
  *
  * A veth pair in a network namespace of its own (IPv6 off, so that no
@@ -124,6 +125,66 @@ static void check_seen(int fd, uint32_t slot, struct asyncpool_xdp *x, uint32_t 
 	ok(strstr(out, line) != NULL, "%s: inspect (text) the same", what);
 }
 
+/*
+ * A peer writes random summaries (the epoch kept or not, sockets, places
+ * near and far from what we lease): inspect exits 0 every time, and a
+ * summary it calls known adds up to what the attachment leases, every
+ * place no more than that.
+ */
+static void scribbled(int fd, uint32_t slot, struct asyncpool_xdp *x)
+{
+	static const char unknown[] = "{\"known\":false,\"why\":\"";
+	uint32_t keep[2 + AP_XS_PLACES], bad = 0, known = 0, failed = 0;
+	char out[16384], got[512], key[64];
+
+	keep[0] = atomic_load(&x->sum->epoch);
+	keep[1] = atomic_load(&x->sum->sockets);
+	for (uint32_t i = 0; i < AP_XS_PLACES; i++)
+		keep[2 + i] = atomic_load(&x->sum->place[i]);
+	srand((unsigned)test_seed(55));
+	for (int r = 0; r < 40; r++) {
+		unsigned long long v[2 + AP_XS_PLACES], sum = 0, leased = 0;
+		const char *p;
+		int st;
+
+		atomic_store(&x->sum->epoch, rand() % 4 ? keep[0] : (uint32_t)rand());
+		atomic_store(&x->sum->sockets, rand() % 4 ? 1 : (uint32_t)rand());
+		for (uint32_t i = 0; i < AP_XS_PLACES; i++)
+			atomic_store(&x->sum->place[i], rand() % 2 ? (uint32_t)(rand() % 64) :
+							rand() % 2 ? keep[2 + i] : (uint32_t)rand());
+		run_inspect(fd, true, out, sizeof(out), &st);
+		failed += st != 0;
+		json_xdp(out, slot, got, sizeof(got));
+		snprintf(key, sizeof(key), "{\"slot\":%u,", slot);
+		p = strstr(out, key);
+		p = p ? strstr(p, "\"leased\":") : NULL;
+		if (p)
+			leased = strtoull(p + 9, NULL, 10);
+		if (sscanf(got, "{\"known\":true,\"sockets\":%llu,\"fill\":%llu,\"kernel_rx\":%llu,"
+				"\"rx\":%llu,\"leased\":%llu,\"tx\":%llu,\"kernel_tx\":%llu,"
+				"\"completion\":%llu}", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+			   &v[7]) == 8) {
+			known++;
+			for (int i = 1; i < 8; i++)
+				sum += v[i];
+			if (sum != leased || !v[0]) {
+				bad++;
+				diag("known: %s, but the attachment leases %llu", got, leased);
+			}
+		} else if (strcmp(got, "none") && strncmp(got, unknown, strlen(unknown))) {
+			bad++;
+			diag("neither known, unknown nor none: %s", got);
+		}
+	}
+	atomic_store(&x->sum->epoch, keep[0]);
+	atomic_store(&x->sum->sockets, keep[1]);
+	for (uint32_t i = 0; i < AP_XS_PLACES; i++)
+		atomic_store(&x->sum->place[i], keep[2 + i]);
+	is_int(failed, 0, "40 scribbled summaries: inspect exits 0 every time");
+	is_int(bad, 0, "every summary shown as known adds up to what the attachment leases "
+		       "(%u of 40 known)", known);
+}
+
 /* The child: its own handle on the pool, a socket on vd, its fill ring full; then it waits. */
 static void child(int shfd, int ready)
 {
@@ -191,7 +252,7 @@ int main(void)
 		usleep(1000);
 	if (rc)
 		skip_all("no AF_XDP socket with an XDP program here: %s", strerror(-rc));
-	plan(38);
+	plan(40);
 
 	if (!x->sum)
 		bail_out("the creator's handle has no attachment summary");
@@ -250,6 +311,7 @@ int main(void)
 	   "the same in text");
 	is_int(st, 0, "inspect exits 0: the summary is display only, the pool consistent");
 	atomic_store(&x->sum->place[AP_XS_FILL], saved);
+	scribbled(fd, slot, x);
 
 	/* 5. Another process with its fill ring full, then SIGKILLed. */
 	if (pipe(pipefd))
