@@ -853,12 +853,13 @@ static int refill_locked(struct asyncpool_xsk *s, unsigned int max)
 			const uint32_t shift = x->geom.frame_shift, mask = s->fill.mask;
 			const uint32_t mine = AP_XP_MAKE(AP_XP_FILL, s->slot);
 			uint64_t *const tok = x->tok;
+			_Atomic uint32_t *const place = x->place;
 
 			for (uint32_t i = 0; i < n; i++) {
 				uint32_t idx = (uint32_t)toks[i];
 
 				tok[idx] = toks[i];
-				place_set(x, idx, mine);
+				atomic_store_explicit(&place[idx], mine, memory_order_relaxed);
 				ring[(at + i) & mask] = (uint64_t)idx << shift;
 			}
 		}
@@ -949,51 +950,65 @@ AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease
 		n = XSK_BATCH_MAX;
 	ap_xlock(&s->rx_lock);
 	k = rx_peek(s, fake, n, &ring, &base, &mask);
-	if (k)
-		AP_XDP_KILL_AT(AP_XTP_RX_TAKEN);
-	{
-		/* In locals: a store to leases[] may alias x's fields, and reload them. */
+	if (k) {
+		/*
+		 * In locals: a store to leases[] may alias x's fields, and
+		 * reload them.  rel_fn is set: a refill puts a frame in the
+		 * fill ring only once it is known (learn_release()), and a
+		 * frame is taken here only if this socket's refill put it.
+		 */
 		const struct ap_xgeom g = x->geom;
 		const uint32_t mine = AP_XP_MAKE(AP_XP_FILL, s->slot);
 		struct asyncpool_region *const region = x->region;
 		void (*const rel_fn)(void *ctx, uint32_t buffer_index) = x->rel_fn;
 		void *const rel_ctx = x->rel_ctx;
 		const uint64_t *const tok = x->tok;
-		uint64_t refused = 0;
+		_Atomic uint32_t *const place = x->place;
+		struct asyncpool_lease *l = leases;
+		const uint32_t end = base + k;
 
-		for (unsigned int i = 0; i < k; i++) {
-			const struct xdp_desc *d = &ring[(base + i) & mask];
+		AP_XDP_KILL_AT(AP_XTP_RX_TAKEN);
+		for (uint32_t at = base; at != end; at++) {
+			const struct xdp_desc *d = &ring[at & mask];
 			const uint64_t a = d->addr;
 			const uint32_t len = d->len;
 			uint32_t idx, off;
+			uint64_t t;
 
+			/* Not a frame we gave: never handed out (refused, below). */
 			if (!frame_of(g, a, &idx, &off) ||
-			    place_get(x, idx) != mine) {
-				refused++;      /* not a frame we gave: never handed out */
+			    atomic_load_explicit(&place[idx], memory_order_relaxed) != mine)
+				continue;
+			atomic_store_explicit(&place[idx], 0, memory_order_relaxed);
+			t = tok[idx];
+			if ((uint64_t)off + len > g.frame_size) {
+				bad[nbad++] = t;        /* ours, a bad length: back to the pool */
 				continue;
 			}
-			place_set(x, idx, 0);
-			taken++;
-			if ((uint64_t)off + len > g.frame_size || !rel_fn) {
-				refused++;      /* our frame, a bad length: back to the pool */
-				bad[nbad++] = tok[idx];
-				continue;
-			}
-			leases[got] = (struct asyncpool_lease){
-				.span = { .region = region, .offset = (size_t)a, .length = len },
-				.release = { .fn = rel_fn, .ctx = rel_ctx },
-				.buffer_index = idx,
-				.generation = (uint32_t)(tok[idx] >> 32),
-			};
-			got++;
+			/* Field by field: a compound literal goes through the stack. */
+			l->span.region = region;
+			l->span.offset = (size_t)a;
+			l->span.length = len;
+			l->release.fn = rel_fn;
+			l->release.ctx = rel_ctx;
+#if AP_TOKEN_IDX_AT == 0
+			/* Index and generation in one store: the token (lease.h). */
+			memcpy(&l->buffer_index, &t, sizeof(t));
+#else
+			l->buffer_index = idx;
+			l->generation = AP_TOKEN_GEN(t);
+#endif
+			l++;
 			AP_XDP_KILL_AT(AP_XTP_RX_LEASED);
 		}
-		if (refused)
-			AP_XCNT_ADD(s->refused_rx, refused);
+		got = (unsigned int)(l - leases);
+		taken = got + nbad;
+		if (k != got)
+			AP_XCNT_ADD(s->refused_rx, k - got);
+		rx_release(s, k);
+		AP_XCNT_ADD(s->received, got);
+		AP_XCNT_ADD(s->in_fill, -(uint64_t)taken);
 	}
-	rx_release(s, k);
-	AP_XCNT_ADD(s->received, got);
-	AP_XCNT_ADD(s->in_fill, -(uint64_t)taken);
 	if (nbad)
 		(void)asyncpool_release_tokens(x->pool, bad, nbad);
 	/* A batch that moved frames is published; an empty poll is not. */
