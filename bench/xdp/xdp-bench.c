@@ -32,6 +32,7 @@
  * difference: the pool's cost per frame.
  *
  * XDP_BENCH_CACHE=N gives the pool caches of N buffers (0: none);
+ * XDP_BENCH_SHARED=1 makes it a shared pool (asyncpool_shared_create());
  * XDP_BENCH_SINGLE=1 releases lease by lease, not in bulk.
  * XDP_BENCH_ONLY=plain|pool runs one side alone; XDP_BENCH_SPLIT=1
  * prints the pool side's time in asyncpool_xsk_recv() and in
@@ -264,7 +265,18 @@ static struct result run_pool(double seconds)
 	bool single = getenv("XDP_BENCH_SINGLE") != NULL;
 	int rc;
 
-	if (asyncpool_slab_create(&sl, &slab) || asyncpool_proactor_create_memory(&p) ||
+	struct asyncpool_shared_options sho = { .size = sizeof(sho), .buffer_size = FSIZE,
+						.buffer_count = FRAMES };
+	struct asyncpool_shared *sp = NULL;
+
+	/* XDP_BENCH_SHARED=1: a shared pool (asyncpool_shared_create()'s memfd,
+	 * an attachment: the summary of where the frames are is written). */
+	if (getenv("XDP_BENCH_SHARED")) {
+		if (asyncpool_shared_create(&sho, &sp) ||
+		    asyncpool_xdp_create(asyncpool_shared_pool(sp), NULL, &x))
+			exit(1);
+		pool = asyncpool_shared_pool(sp);
+	} else if (asyncpool_slab_create(&sl, &slab) || asyncpool_proactor_create_memory(&p) ||
 	    asyncpool_proactor_register_slab(p, slab, ASYNCPOOL_ACCESS_READ, &r) ||
 	    (getenv("XDP_BENCH_CACHE") ? asyncpool_create_opts(r, &po, &pool) : asyncpool_create(r, &pool)) ||
 	    asyncpool_xdp_create(pool, NULL, &x))
@@ -345,6 +357,10 @@ static struct result run_pool(double seconds)
 	asyncpool_cache_flush_all(pool);
 	if (asyncpool_available(pool) != FRAMES)
 		fprintf(stderr, "pool: %zu of %u frames back\n", asyncpool_available(pool), FRAMES);
+	if (sp) {
+		asyncpool_shared_close(sp);
+		return res;
+	}
 	asyncpool_destroy(pool);
 	asyncpool_region_unref(r);
 	asyncpool_slab_unref(slab);
@@ -480,12 +496,15 @@ static int drain2q(int rounds)
 	struct drainer one, two;
 	static double f1[1000], f2[1000];
 	unsigned long short_rounds = 0, split[2] = { 0, 0 };
+	struct asyncpool_options po = { .size = sizeof(po),
+					.cache_size = (uint32_t)atoi(getenv("XDP_BENCH_CACHE") ?: "0") };
 	int fd = socket(AF_PACKET, SOCK_RAW, 0), on = 1;
 
 	if (fd < 0 || setsockopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &on, sizeof(on)) ||
 	    asyncpool_slab_create(&sl, &slab) || asyncpool_proactor_create_memory(&p) ||
 	    asyncpool_proactor_register_slab(p, slab, ASYNCPOOL_ACCESS_READ, &r) ||
-	    asyncpool_create(r, &pool) || asyncpool_xdp_create(pool, NULL, &x))
+	    (getenv("XDP_BENCH_CACHE") ? asyncpool_create_opts(r, &po, &pool) : asyncpool_create(r, &pool)) ||
+	    asyncpool_xdp_create(pool, NULL, &x))
 		return 1;
 	for (unsigned q = 0; q < 2; q++) {
 		int rc;
