@@ -227,21 +227,17 @@ static struct ap_xdp_sum *sum_claim(struct asyncpool *pool)
 	return sum;
 }
 
-/* Places [from, from + n) of socket s are now[]: the differences added. */
-static void sum_set(struct asyncpool_xsk *s, unsigned int from, const uint32_t *now, unsigned int n)
+/* Place i of socket s is now n: the difference added to the summary. */
+static inline void sum_put(struct asyncpool_xsk *s, unsigned int i, uint32_t n)
 {
-	_Atomic uint32_t *place = s->x->sum->place;
-
-	for (unsigned int i = from; i < from + n; i++) {
-		if (now[i - from] == s->pub[i])
-			continue;
-		atomic_fetch_add_explicit(&place[i], now[i - from] - s->pub[i], memory_order_relaxed);
-		s->pub[i] = now[i - from];
-	}
+	if (n == s->pub[i])
+		return;
+	atomic_fetch_add_explicit(&s->x->sum->place[i], n - s->pub[i], memory_order_relaxed);
+	s->pub[i] = n;
 }
 
 /* Of held frames, those in a ring with n entries (at most held): the rest stay in *held. */
-static uint32_t sum_take(uint32_t *held, uint32_t n)
+static inline uint32_t sum_take(uint32_t *held, uint32_t n)
 {
 	if (n > *held)
 		n = *held;
@@ -250,36 +246,37 @@ static uint32_t sum_take(uint32_t *held, uint32_t n)
 }
 
 /* Under rx_lock: the fill side of s, published (fill ring, kernel, rx ring). */
-static void sum_rx(struct asyncpool_xsk *s)
+static inline void sum_rx(struct asyncpool_xsk *s)
 {
-	uint32_t now[3], held;
+	uint32_t held, fill, rx;
 
 	if (!s->x->sum)
 		return;
 	held = (uint32_t)AP_XCNT(s->in_fill);
-	now[AP_XS_FILL] = sum_take(&held, s->fill.cached_prod -
-					  atomic_load_explicit(s->fill.cons, memory_order_relaxed));
-	now[AP_XS_RX] = sum_take(&held, atomic_load_explicit(s->rx.prod, memory_order_relaxed) -
-					s->rx.cached_cons);
-	now[AP_XS_KERNEL_RX] = held;
-	sum_set(s, AP_XS_FILL, now, 3);
+	fill = sum_take(&held, s->fill.cached_prod -
+			       atomic_load_explicit(s->fill.cons, memory_order_relaxed));
+	rx = sum_take(&held, atomic_load_explicit(s->rx.prod, memory_order_relaxed) -
+			     s->rx.cached_cons);
+	sum_put(s, AP_XS_FILL, fill);
+	sum_put(s, AP_XS_RX, rx);
+	sum_put(s, AP_XS_KERNEL_RX, held);
 }
 
 /* Under tx_lock: the tx side of s, published (tx ring, kernel, completion ring). */
 static void sum_tx(struct asyncpool_xsk *s)
 {
-	uint32_t now[3], held;
+	uint32_t held, tx, comp;
 
 	if (!s->x->sum)
 		return;
 	held = (uint32_t)AP_XCNT(s->in_tx);
-	now[AP_XS_TX - AP_XS_TX] = sum_take(&held, s->tx.cached_prod -
-					  atomic_load_explicit(s->tx.cons, memory_order_relaxed));
-	now[AP_XS_COMPLETION - AP_XS_TX] =
-		sum_take(&held, atomic_load_explicit(s->comp.prod, memory_order_relaxed) -
-				s->comp.cached_cons);
-	now[AP_XS_KERNEL_TX - AP_XS_TX] = held;
-	sum_set(s, AP_XS_TX, now, 3);
+	tx = sum_take(&held, s->tx.cached_prod -
+			     atomic_load_explicit(s->tx.cons, memory_order_relaxed));
+	comp = sum_take(&held, atomic_load_explicit(s->comp.prod, memory_order_relaxed) -
+			       s->comp.cached_cons);
+	sum_put(s, AP_XS_TX, tx);
+	sum_put(s, AP_XS_COMPLETION, comp);
+	sum_put(s, AP_XS_KERNEL_TX, held);
 }
 
 /* ---------------------------------------------------------------- the UMEM */
@@ -775,11 +772,9 @@ AP_EXPORT int asyncpool_xsk_close(struct asyncpool_xsk *s)
 	close(s->fd);
 	xsk_return_frames(s);
 	if (x->sum) {
-		static const uint32_t none[3];
-
 		/* No other thread may use s now: both halves at once. */
-		sum_set(s, AP_XS_FILL, none, 3);
-		sum_set(s, AP_XS_TX, none, 3);
+		for (unsigned int i = 0; i < AP_XS_PLACES; i++)
+			sum_put(s, i, 0);
 		atomic_fetch_sub_explicit(&x->sum->sockets, 1, memory_order_relaxed);
 	}
 	free(s);
