@@ -40,7 +40,11 @@
  *
  * drain2q (since 1.12) times the receive side alone, two threads
  * against one, with the frames already in two rx rings (below, at
- * drain2q()); XDP_BENCH_DEBUG=1 prints each two-thread round's times.
+ * drain2q()); XDP_BENCH_DEBUG=1 prints each two-thread round's times;
+ * XDP_BENCH_SEPARATE=1 gives each socket a UMEM and a pool of its own
+ * (the control: nothing shared between the threads),
+ * XDP_BENCH_TWO_UMEMS=1 one pool registered as two UMEMs (the pool
+ * shared, the backend's per-frame arrays not).
  *
  * Built by `make xdp-bench` (not by make or make check); run as root.
  */
@@ -491,9 +495,15 @@ static int drain2q(int rounds)
 	struct asyncpool_region *r;
 	struct asyncpool_slab *slab;
 	struct asyncpool *pool;
-	struct asyncpool_xdp *x;
+	struct asyncpool_xdp *xs[2];
 	struct asyncpool_xsk *s[2];
 	struct drainer one, two;
+	/* XDP_BENCH_SEPARATE=1: a UMEM and a pool per socket, the control:
+	 * the same code with nothing shared between the threads. */
+	const unsigned nx = getenv("XDP_BENCH_SEPARATE") || getenv("XDP_BENCH_TWO_UMEMS") ? 2 : 1;
+	/* XDP_BENCH_TWO_UMEMS=1: one pool, registered as a UMEM twice (a
+	 * socket on each): the pool shared, the UMEMs' own arrays not. */
+	const bool two_umems = getenv("XDP_BENCH_TWO_UMEMS") != NULL;
 	static double f1[1000], f2[1000];
 	unsigned long short_rounds = 0, split[2] = { 0, 0 };
 	struct asyncpool_options po = { .size = sizeof(po),
@@ -501,12 +511,18 @@ static int drain2q(int rounds)
 	int fd = socket(AF_PACKET, SOCK_RAW, 0), on = 1;
 
 	if (fd < 0 || setsockopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &on, sizeof(on)) ||
-	    asyncpool_slab_create(&sl, &slab) || asyncpool_proactor_create_memory(&p) ||
-	    asyncpool_proactor_register_slab(p, slab, ASYNCPOOL_ACCESS_READ, &r) ||
-	    (getenv("XDP_BENCH_CACHE") ? asyncpool_create_opts(r, &po, &pool) : asyncpool_create(r, &pool)) ||
-	    asyncpool_xdp_create(pool, NULL, &x))
+	    asyncpool_proactor_create_memory(&p))
 		return 1;
+	for (unsigned k = 0; k < nx; k++)
+		if (k && two_umems ? asyncpool_xdp_create(pool, NULL, &xs[k]) :
+		    asyncpool_slab_create(&sl, &slab) ||
+		    asyncpool_proactor_register_slab(p, slab, ASYNCPOOL_ACCESS_READ, &r) ||
+		    (getenv("XDP_BENCH_CACHE") ? asyncpool_create_opts(r, &po, &pool) :
+						 asyncpool_create(r, &pool)) ||
+		    asyncpool_xdp_create(pool, NULL, &xs[k]))
+			return 1;
 	for (unsigned q = 0; q < 2; q++) {
+		struct asyncpool_xdp *x = xs[nx == 2 ? q : 0];
 		int rc;
 
 		so.queue = q;
@@ -525,8 +541,9 @@ static int drain2q(int rounds)
 	if (pthread_create(&two.th, NULL, drain_thread, &two))
 		return 1;
 	printf("# drain2q: %d rounds each way, %u frames a queue a round, in blocks of %u rounds"
-	       " (the first of each not counted: the frames change owner), alternating\n", rounds,
-	       DRAIN_N, DRAIN_BLOCK);
+	       " (the first of each not counted: the frames change owner), alternating; %s\n",
+	       rounds, DRAIN_N, DRAIN_BLOCK, two_umems ? "one pool, a UMEM per socket" :
+	       nx == 2 ? "a UMEM and a pool per socket" : "one UMEM, one pool");
 	for (int i = 0, n1 = 0, n2 = 0; n1 < rounds || n2 < rounds; i++) {
 		bool both = (i / DRAIN_BLOCK) % 2, counted = i % DRAIN_BLOCK != 0;
 		struct asyncpool_xdp_places pl = { .size = sizeof(pl) };
@@ -540,13 +557,23 @@ static int drain2q(int rounds)
 		}
 		pin(0);
 		for (int w = 0; w < 5000; w++) {
-			asyncpool_xdp_places(x, &pl);
+			uint32_t rx = 0;
+
+			for (unsigned k = 0; k < nx; k++) {
+				asyncpool_xdp_places(xs[k], &pl);
+				rx += pl.rx;
+			}
+			pl.rx = rx;
 			if (pl.rx >= 2 * DRAIN_N)
 				break;
 			usleep(200);
 		}
 		short_rounds += pl.rx < 2 * DRAIN_N;
 		one.frames = 0;
+		/* Both CPUs busy when the clock starts, as the second thread's is
+		 * (it spins): a CPU back from a nap runs slower for a while. */
+		for (uint64_t until = ns_now(CLOCK_MONOTONIC) + 500000; ns_now(CLOCK_MONOTONIC) < until;)
+			__builtin_ia32_pause();
 		t0 = ns_now(CLOCK_MONOTONIC);
 		if (both) {
 			struct drainer mine = { .s = { s[0] }, .nsock = 1 };
@@ -584,7 +611,8 @@ static int drain2q(int rounds)
 	}
 	asyncpool_xsk_close(s[1]);
 	asyncpool_xsk_close(s[0]);
-	asyncpool_xdp_destroy(x);
+	for (unsigned k = 0; k < nx; k++)
+		asyncpool_xdp_destroy(xs[k]);
 	return 0;
 }
 
