@@ -239,19 +239,48 @@ struct ap_step {
 	uint64_t pad[2];                /* zero */
 };
 
+/*
+ * Where the AF_XDP frames of an attachment are (since 1.12, xdp.c), in
+ * what was the record's padding: zero since 1.1 and read by no earlier
+ * library, so layout 3 and 5 keep their version.  Written only by the
+ * attachment's process, at the points where its sockets move frames (a
+ * refill, a receive, a send, a reap, a close; a batch each), by relaxed
+ * adds of what changed (its sockets run under locks of their own).
+ * epoch: the low 32 bits of the record's epoch when the process took
+ * it (0: never); a reader takes the rest only while it equals the
+ * record's, and trusts none of it (asyncpool inspect: bounded, and
+ * "unknown" unless it adds up to what the attachment holds).
+ * Display only: the library never reads it.
+ */
+#define AP_XS_FILL       0u             /* in fill rings, not taken by the kernel */
+#define AP_XS_KERNEL_RX  1u             /* taken by the kernel, not in an rx ring */
+#define AP_XS_RX         2u             /* in rx rings, not received */
+#define AP_XS_TX         3u             /* in tx rings, not taken by the kernel */
+#define AP_XS_KERNEL_TX  4u             /* being sent by the kernel */
+#define AP_XS_COMPLETION 5u             /* in completion rings, not reaped */
+#define AP_XS_PLACES     6u
+
+struct ap_xdp_sum {
+	_Atomic uint32_t epoch;
+	_Atomic uint32_t sockets;       /* its AF_XDP sockets on this pool */
+	_Atomic uint32_t place[AP_XS_PLACES]; /* frames, by AP_XS_* */
+};
+
 struct ap_attach {
 	_Atomic uint64_t life;          /* state and epoch */
 	_Atomic uint64_t dead_since;    /* CLOCK_MONOTONIC ns, when found dead */
 	_Atomic uint32_t pid;           /* for display only: not trusted */
 	uint32_t pad0;
 	_Atomic uint64_t pidns;         /* the PID namespace pid is of (ap_pid_ns), 0 unknown */
-	uint64_t pad[4];                /* zero */
+	struct ap_xdp_sum xdp;          /* since 1.12; zero before */
 	struct ap_step step[AP_STEPS];
 };
 
 _Static_assert(sizeof(struct ap_step) == 192, "a step is three cache lines");
 _Static_assert(offsetof(struct ap_step, word) == 64, "the words start the second line");
 _Static_assert(sizeof(struct ap_attach) == AP_ATTACH_SIZE, "attachment size");
+_Static_assert(offsetof(struct ap_attach, xdp) == 32 && sizeof(struct ap_xdp_sum) == 32,
+	       "the AF_XDP summary takes the 32 bytes of padding before the steps");
 
 /*
  * The PID namespace of this process, for the display of attachment

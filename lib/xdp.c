@@ -37,6 +37,7 @@
  * a lease is ordered by the hand-off.
  */
 #include "internal.h"
+#include "pool_internal.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -180,6 +181,104 @@ static inline bool frame_of(const struct ap_xgeom x, uint64_t a, uint32_t *idx, 
 	return true;
 }
 
+/* ---------------------------------------------------------------- the summary */
+
+/*
+ * Where this process's frames are, for another process to read
+ * (asyncpool inspect): the AF_XDP summary of its attachment record
+ * (pool_layout.h, struct ap_xdp_sum).  Each socket keeps what it added
+ * (pub[]) and, at the end of a batch that moved frames, adds the
+ * difference to what it sees now: its counters (in_fill, in_tx: exact)
+ * split by the indices the kernel published last (a frame the kernel
+ * took and did not yet put in a ring is the kernel's).  A relaxed add
+ * per place that changed, per batch: the sockets of one process run
+ * under locks of their own, in threads of their own.  Nothing reads it
+ * here.
+ */
+_Static_assert(AP_XS_PLACES == 6, "pub[] of struct asyncpool_xsk");
+
+static pthread_mutex_t sum_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/*
+ * The summary of pool's attachment, for this epoch of it (zeroed first
+ * if a former holder of the slot left one): NULL for a pool with no
+ * attachment (local, or raw shared memory), and for a forked child's
+ * copy of its parent's handle (the record is the parent's).
+ */
+static struct ap_xdp_sum *sum_claim(struct asyncpool *pool)
+{
+	struct ap_attach *a = pool->shared && pool->lock_fd >= 0 ? pool->fl.att : NULL;
+	struct ap_xdp_sum *sum;
+	uint32_t epoch;
+
+	if (!a || atomic_load_explicit(&a->pid, memory_order_relaxed) != (uint32_t)getpid())
+		return NULL;
+	sum = &a->xdp;
+	epoch = (uint32_t)AP_ATT_EPOCH(atomic_load_explicit(&a->life, memory_order_relaxed));
+	pthread_mutex_lock(&sum_lock);
+	if (atomic_load_explicit(&sum->epoch, memory_order_relaxed) != epoch) {
+		atomic_store_explicit(&sum->epoch, 0, memory_order_relaxed);
+		atomic_store_explicit(&sum->sockets, 0, memory_order_relaxed);
+		for (unsigned int i = 0; i < AP_XS_PLACES; i++)
+			atomic_store_explicit(&sum->place[i], 0, memory_order_relaxed);
+		atomic_store_explicit(&sum->epoch, epoch, memory_order_release);
+	}
+	pthread_mutex_unlock(&sum_lock);
+	return sum;
+}
+
+/* Place i of socket s is now n: the difference added to the summary. */
+static inline void sum_put(struct asyncpool_xsk *s, unsigned int i, uint32_t n)
+{
+	if (n == s->pub[i])
+		return;
+	atomic_fetch_add_explicit(&s->x->sum->place[i], n - s->pub[i], memory_order_relaxed);
+	s->pub[i] = n;
+}
+
+/* Of held frames, those in a ring with n entries (at most held): the rest stay in *held. */
+static inline uint32_t sum_take(uint32_t *held, uint32_t n)
+{
+	if (n > *held)
+		n = *held;
+	*held -= n;
+	return n;
+}
+
+/* Under rx_lock: the fill side of s, published (fill ring, kernel, rx ring). */
+static inline void sum_rx(struct asyncpool_xsk *s)
+{
+	uint32_t held, fill, rx;
+
+	if (!s->x->sum)
+		return;
+	held = (uint32_t)AP_XCNT(s->in_fill);
+	fill = sum_take(&held, s->fill.cached_prod -
+			       atomic_load_explicit(s->fill.cons, memory_order_relaxed));
+	rx = sum_take(&held, atomic_load_explicit(s->rx.prod, memory_order_relaxed) -
+			     s->rx.cached_cons);
+	sum_put(s, AP_XS_FILL, fill);
+	sum_put(s, AP_XS_RX, rx);
+	sum_put(s, AP_XS_KERNEL_RX, held);
+}
+
+/* Under tx_lock: the tx side of s, published (tx ring, kernel, completion ring). */
+static void sum_tx(struct asyncpool_xsk *s)
+{
+	uint32_t held, tx, comp;
+
+	if (!s->x->sum)
+		return;
+	held = (uint32_t)AP_XCNT(s->in_tx);
+	tx = sum_take(&held, s->tx.cached_prod -
+			     atomic_load_explicit(s->tx.cons, memory_order_relaxed));
+	comp = sum_take(&held, atomic_load_explicit(s->comp.prod, memory_order_relaxed) -
+			       s->comp.cached_cons);
+	sum_put(s, AP_XS_TX, tx);
+	sum_put(s, AP_XS_COMPLETION, comp);
+	sum_put(s, AP_XS_KERNEL_TX, held);
+}
+
 /* ---------------------------------------------------------------- the UMEM */
 
 AP_EXPORT int asyncpool_xdp_create(struct asyncpool *pool, const struct asyncpool_xdp_options *opts,
@@ -238,6 +337,7 @@ AP_EXPORT int asyncpool_xdp_create(struct asyncpool *pool, const struct asyncpoo
 	x->geom.umem_len = (uint64_t)fs * count;
 	x->headroom = o.headroom;
 	x->owner_fd = -1;
+	x->sum = sum_claim(pool);
 	*out = x;
 	return 0;
 }
@@ -600,6 +700,8 @@ AP_EXPORT int asyncpool_xsk_open(struct asyncpool_xdp *x, const struct asyncpool
 	}
 	x->sockets[slot] = s;
 	x->nsockets++;
+	if (x->sum)
+		atomic_fetch_add_explicit(&x->sum->sockets, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&x->lock);
 	/* The fill ring full from the start, as far as the pool has frames. */
 	(void)asyncpool_xsk_refill(s, ring);
@@ -669,6 +771,12 @@ AP_EXPORT int asyncpool_xsk_close(struct asyncpool_xsk *s)
 	xsk_unmap(s);
 	close(s->fd);
 	xsk_return_frames(s);
+	if (x->sum) {
+		/* No other thread may use s now: both halves at once. */
+		for (unsigned int i = 0; i < AP_XS_PLACES; i++)
+			sum_put(s, i, 0);
+		atomic_fetch_sub_explicit(&x->sum->sockets, 1, memory_order_relaxed);
+	}
 	free(s);
 	return 0;
 }
@@ -740,12 +848,13 @@ static int refill_locked(struct asyncpool_xsk *s, unsigned int max)
 			const uint32_t shift = x->geom.frame_shift, mask = s->fill.mask;
 			const uint32_t mine = AP_XP_MAKE(AP_XP_FILL, s->slot);
 			uint64_t *const tok = x->tok;
+			_Atomic uint32_t *const place = x->place;
 
 			for (uint32_t i = 0; i < n; i++) {
 				uint32_t idx = (uint32_t)toks[i];
 
 				tok[idx] = toks[i];
-				place_set(x, idx, mine);
+				atomic_store_explicit(&place[idx], mine, memory_order_relaxed);
 				ring[(at + i) & mask] = (uint64_t)idx << shift;
 			}
 		}
@@ -765,6 +874,8 @@ AP_EXPORT int asyncpool_xsk_refill(struct asyncpool_xsk *s, unsigned int max)
 		return -EINVAL;
 	ap_xlock(&s->rx_lock);
 	rc = refill_locked(s, max);
+	if (rc > 0)
+		sum_rx(s);
 	ap_xunlock(&s->rx_lock);
 	return rc;
 }
@@ -834,54 +945,70 @@ AP_EXPORT int asyncpool_xsk_recv(struct asyncpool_xsk *s, struct asyncpool_lease
 		n = XSK_BATCH_MAX;
 	ap_xlock(&s->rx_lock);
 	k = rx_peek(s, fake, n, &ring, &base, &mask);
-	if (k)
-		AP_XDP_KILL_AT(AP_XTP_RX_TAKEN);
-	{
-		/* In locals: a store to leases[] may alias x's fields, and reload them. */
+	if (k) {
+		/*
+		 * In locals: a store to leases[] may alias x's fields, and
+		 * reload them.  rel_fn is set: a refill puts a frame in the
+		 * fill ring only once it is known (learn_release()), and a
+		 * frame is taken here only if this socket's refill put it.
+		 */
 		const struct ap_xgeom g = x->geom;
 		const uint32_t mine = AP_XP_MAKE(AP_XP_FILL, s->slot);
 		struct asyncpool_region *const region = x->region;
 		void (*const rel_fn)(void *ctx, uint32_t buffer_index) = x->rel_fn;
 		void *const rel_ctx = x->rel_ctx;
 		const uint64_t *const tok = x->tok;
-		uint64_t refused = 0;
+		_Atomic uint32_t *const place = x->place;
+		struct asyncpool_lease *l = leases;
+		const uint32_t end = base + k;
 
-		for (unsigned int i = 0; i < k; i++) {
-			const struct xdp_desc *d = &ring[(base + i) & mask];
+		AP_XDP_KILL_AT(AP_XTP_RX_TAKEN);
+		for (uint32_t at = base; at != end; at++) {
+			const struct xdp_desc *d = &ring[at & mask];
 			const uint64_t a = d->addr;
 			const uint32_t len = d->len;
 			uint32_t idx, off;
+			uint64_t t;
 
+			/* Not a frame we gave: never handed out (refused, below). */
 			if (!frame_of(g, a, &idx, &off) ||
-			    place_get(x, idx) != mine) {
-				refused++;      /* not a frame we gave: never handed out */
+			    atomic_load_explicit(&place[idx], memory_order_relaxed) != mine)
+				continue;
+			atomic_store_explicit(&place[idx], 0, memory_order_relaxed);
+			t = tok[idx];
+			if ((uint64_t)off + len > g.frame_size) {
+				bad[nbad++] = t;        /* ours, a bad length: back to the pool */
 				continue;
 			}
-			place_set(x, idx, 0);
-			taken++;
-			if ((uint64_t)off + len > g.frame_size || !rel_fn) {
-				refused++;      /* our frame, a bad length: back to the pool */
-				bad[nbad++] = tok[idx];
-				continue;
-			}
-			leases[got] = (struct asyncpool_lease){
-				.span = { .region = region, .offset = (size_t)a, .length = len },
-				.release = { .fn = rel_fn, .ctx = rel_ctx },
-				.buffer_index = idx,
-				.generation = (uint32_t)(tok[idx] >> 32),
-			};
-			got++;
+			/* Field by field: a compound literal goes through the stack. */
+			l->span.region = region;
+			l->span.offset = (size_t)a;
+			l->span.length = len;
+			l->release.fn = rel_fn;
+			l->release.ctx = rel_ctx;
+#if AP_TOKEN_IDX_AT == 0
+			/* Index and generation in one store: the token (lease.h). */
+			memcpy(&l->buffer_index, &t, sizeof(t));
+#else
+			l->buffer_index = idx;
+			l->generation = AP_TOKEN_GEN(t);
+#endif
+			l++;
 			AP_XDP_KILL_AT(AP_XTP_RX_LEASED);
 		}
-		if (refused)
-			AP_XCNT_ADD(s->refused_rx, refused);
+		got = (unsigned int)(l - leases);
+		taken = got + nbad;
+		if (k != got)
+			AP_XCNT_ADD(s->refused_rx, k - got);
+		rx_release(s, k);
+		AP_XCNT_ADD(s->received, got);
+		AP_XCNT_ADD(s->in_fill, -(uint64_t)taken);
 	}
-	rx_release(s, k);
-	AP_XCNT_ADD(s->received, got);
-	AP_XCNT_ADD(s->in_fill, -(uint64_t)taken);
 	if (nbad)
 		(void)asyncpool_release_tokens(x->pool, bad, nbad);
-	(void)refill_locked(s, s->fill.size);
+	/* A batch that moved frames is published; an empty poll is not. */
+	if (refill_locked(s, s->fill.size) > 0 || k)
+		sum_rx(s);
 	if (!got && ring_needs_wakeup(&s->fill))
 		xsk_kick(s, false);
 	ap_xunlock(&s->rx_lock);
@@ -942,6 +1069,9 @@ static int complete_locked(struct asyncpool_xsk *s, bool kick)
 	/* Copy mode sends a few frames per kick: kick while any wait. */
 	if (kick && AP_XCNT(s->in_tx) && (ring_needs_wakeup(&s->tx) || s->mode == ASYNCPOOL_XSK_MODE_COPY))
 		xsk_kick(s, true);
+	/* A send publishes after its own kick. */
+	if (kick && (total || AP_XCNT(s->in_tx)))
+		sum_tx(s);
 	return (int)total;
 }
 
@@ -1024,6 +1154,7 @@ AP_EXPORT int asyncpool_xsk_send(struct asyncpool_xsk *s, struct asyncpool_lease
 		AP_XDP_KILL_AT(AP_XTP_TX_SUBMITTED);
 	if (n && (ring_needs_wakeup(&s->tx) || s->mode == ASYNCPOOL_XSK_MODE_COPY))
 		xsk_kick(s, true);
+	sum_tx(s);
 	ap_xunlock(&s->tx_lock);
 	return (int)n;
 refuse:

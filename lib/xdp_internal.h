@@ -71,6 +71,7 @@ static inline void ap_xunlock(_Atomic uint32_t *l)
 }
 
 struct asyncpool_xsk;
+struct ap_xdp_sum;
 
 /* A UMEM's geometry, passed by value: a store through a lease cannot alias it. */
 struct ap_xgeom {
@@ -90,6 +91,9 @@ struct asyncpool_xdp {
 	void    (*rel_fn)(void *ctx, uint32_t buffer_index);
 	void     *rel_ctx;
 	_Atomic bool rel_known;             /* rel_fn and rel_ctx are set */
+	/* The summary of where the frames of this process's sockets are, in
+	 * its attachment record (since 1.12, pool_layout.h), or NULL. */
+	struct ap_xdp_sum *sum;
 	pthread_mutex_t lock;               /* the sockets, the owner, rel_fn */
 	int       owner_fd;                 /* the socket the UMEM is registered on */
 	struct asyncpool_xsk *owner;
@@ -109,6 +113,9 @@ struct asyncpool_xsk {
 	struct ap_xring tx, comp;
 	_Atomic uint64_t received, refused_rx, fill_empty, in_fill;      /* rx_lock */
 	_Atomic uint64_t sent, completed, refused_comp, in_tx, wakeups;  /* tx_lock */
+	/* What this socket last added to x->sum->place[]: [0, 3) under
+	 * rx_lock, [3, 6) under tx_lock (AP_XS_*). */
+	uint32_t pub[6];
 };
 
 /*

@@ -66,6 +66,12 @@ struct att_view {
 	uint32_t leased, cached;
 	uint32_t nsteps;
 	struct { uint32_t step, first, count; } steps[AP_STEPS];
+	/* Its AF_XDP frames by place (since 1.12): 0 no summary, 1 known,
+	 * -1 unknown (xdp_why). */
+	int xdp;
+	const char *xdp_why;
+	uint32_t xdp_sockets, xdp_leased;
+	uint32_t xdp_place[AP_XS_PLACES];
 };
 
 /* An end of a channel: free, or the attachment it names and whether it lives. */
@@ -118,6 +124,60 @@ static uint32_t load32(const unsigned char *p)
 	return atomic_load_explicit((_Atomic uint32_t *)p, memory_order_relaxed);
 }
 
+/* The AF_XDP summary of a record (pool_layout.h): epoch, sockets, places. */
+static void xdp_load(const struct ap_attach *rec, uint32_t *w)
+{
+	w[0] = load32((const void *)&rec->xdp.epoch);
+	w[1] = load32((const void *)&rec->xdp.sockets);
+	for (uint32_t i = 0; i < AP_XS_PLACES; i++)
+		w[2 + i] = load32((const void *)&rec->xdp.place[i]);
+}
+
+/*
+ * Where the AF_XDP frames of attachment v are, as its process last
+ * published them: only a summary of the record's epoch counts (an
+ * earlier holder's is none), and it is believed only from a live
+ * process, read the same twice, with sockets, its places adding up to
+ * no more than the buffers the attachment leases (the rest are leased
+ * to its callers).  Else unknown, and why.
+ */
+static void read_xdp(struct att_view *v, const struct ap_attach *rec, uint64_t life)
+{
+	uint32_t a[2 + AP_XS_PLACES], b[2 + AP_XS_PLACES];
+	bool steady = false, any = false;
+	uint64_t in_rings = 0;
+
+	for (int tries = 0; tries < 16 && !steady; tries++) {
+		xdp_load(rec, a);
+		xdp_load(rec, b);
+		steady = !memcmp(a, b, sizeof(a));
+	}
+	if (!a[0] || a[0] != (uint32_t)AP_ATT_EPOCH(life))
+		return;
+	for (uint32_t i = 1; i < 2 + AP_XS_PLACES; i++)
+		any |= a[i] != 0;
+	if (!any)
+		return;                 /* sockets all closed: nothing to say */
+	v->xdp = -1;
+	v->xdp_sockets = a[1];
+	for (uint32_t i = 0; i < AP_XS_PLACES; i++) {
+		v->xdp_place[i] = a[2 + i];
+		in_rings += a[2 + i];
+	}
+	if (v->alive != 1)
+		v->xdp_why = "its process is gone";
+	else if (!steady)
+		v->xdp_why = "changing while read";
+	else if (!a[1])
+		v->xdp_why = "frames in the rings of no socket";
+	else if (in_rings > v->leased)
+		v->xdp_why = "more frames in its rings than it leases";
+	else {
+		v->xdp = 1;
+		v->xdp_leased = v->leased - (uint32_t)in_rings;
+	}
+}
+
 /* The records that are in use or that buffers name as their holder. */
 static void read_attachments(struct inspection *in, const unsigned char *mem, int fd)
 {
@@ -127,12 +187,13 @@ static void read_attachments(struct inspection *in, const unsigned char *mem, in
 	for (uint32_t s = 0; s < AP_ATTACH_SLOTS; s++) {
 		const struct ap_attach *rec = (const void *)(base + (size_t)s * AP_ATTACH_SIZE);
 		struct att_view *v = &in->att[in->natt];
-		uint64_t since;
+		uint64_t since, life;
 
 		memset(v, 0, sizeof(*v));
 		v->slot = s;
 		v->alive = ap_attach_live(rec, fd, s);
-		v->state = AP_ATT_STATE(load64((const void *)&rec->life));
+		life = load64((const void *)&rec->life);
+		v->state = AP_ATT_STATE(life);
 		v->leased = in->a.held_leased[s + 1];
 		v->cached = in->a.held_cached[s + 1];
 		if (v->state == AP_ATT_FREE && !v->leased && !v->cached)
@@ -153,6 +214,7 @@ static void read_attachments(struct inspection *in, const unsigned char *mem, in
 			v->steps[v->nsteps].first = load32((const void *)&rec->step[k].idx[0]);
 			v->nsteps++;
 		}
+		read_xdp(v, rec, life);
 		in->natt++;
 	}
 	for (uint32_t hld = AP_ATTACH_SLOTS + 1; hld <= AP_HOLDER_MASK; hld++) {
@@ -386,6 +448,15 @@ static void print_text(const struct inspection *in)
 			printf(" step %" PRIu32 ": %" PRIu32 " from buffer %" PRIu32, v->steps[k].step,
 			       v->steps[k].count, v->steps[k].first);
 		printf("\n");
+		if (v->xdp > 0)
+			printf("xdp frames:      slot %" PRIu32 " sockets %" PRIu32 " fill %" PRIu32
+			       " kernel-rx %" PRIu32 " rx %" PRIu32 " leased %" PRIu32 " tx %" PRIu32
+			       " kernel-tx %" PRIu32 " completion %" PRIu32 "\n", v->slot,
+			       v->xdp_sockets, v->xdp_place[AP_XS_FILL], v->xdp_place[AP_XS_KERNEL_RX],
+			       v->xdp_place[AP_XS_RX], v->xdp_leased, v->xdp_place[AP_XS_TX],
+			       v->xdp_place[AP_XS_KERNEL_TX], v->xdp_place[AP_XS_COMPLETION]);
+		else if (v->xdp < 0)
+			printf("xdp frames:      slot %" PRIu32 " unknown (%s)\n", v->slot, v->xdp_why);
 	}
 	if (a->held_leased[0] || a->held_cached[0])
 		printf("unattached:      leased %" PRIu32 " cached %" PRIu32 "\n",
@@ -542,7 +613,21 @@ static void print_json(const struct inspection *in)
 				printf("%s{\"step\":%" PRIu32 ",\"first\":%" PRIu32 ",\"count\":%" PRIu32 "}",
 				       k ? "," : "", t->steps[k].step, t->steps[k].first,
 				       t->steps[k].count);
-			printf("]}");
+			printf("]");
+			if (t->xdp > 0)
+				printf(",\"xdp\":{\"known\":true,\"sockets\":%" PRIu32 ",\"fill\":%" PRIu32
+				       ",\"kernel_rx\":%" PRIu32 ",\"rx\":%" PRIu32 ",\"leased\":%" PRIu32
+				       ",\"tx\":%" PRIu32 ",\"kernel_tx\":%" PRIu32 ",\"completion\":%" PRIu32
+				       "}", t->xdp_sockets, t->xdp_place[AP_XS_FILL],
+				       t->xdp_place[AP_XS_KERNEL_RX], t->xdp_place[AP_XS_RX], t->xdp_leased,
+				       t->xdp_place[AP_XS_TX], t->xdp_place[AP_XS_KERNEL_TX],
+				       t->xdp_place[AP_XS_COMPLETION]);
+			else if (t->xdp < 0) {
+				printf(",\"xdp\":{\"known\":false,\"why\":");
+				json_str(t->xdp_why);
+				printf("}");
+			}
+			printf("}");
 		}
 		printf("]");
 	}

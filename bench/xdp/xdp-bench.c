@@ -6,6 +6,7 @@
  * the same veth, in the same run, interleaved.
  *
  *   xdp-bench [SECONDS-PER-RUN [RUNS [rxdrop|fwd]]]     (defaults: 2 5 rxdrop)
+ *   xdp-bench 1 ROUNDS drain2q                           (two threads against one)
  *
  * A network namespace of its own with a veth pair va <-> vb; a sender
  * process pushes 128-byte frames into va as fast as AF_PACKET goes
@@ -31,16 +32,29 @@
  * difference: the pool's cost per frame.
  *
  * XDP_BENCH_CACHE=N gives the pool caches of N buffers (0: none);
+ * XDP_BENCH_SHARED=1 makes it a shared pool (asyncpool_shared_create());
  * XDP_BENCH_SINGLE=1 releases lease by lease, not in bulk.
  * XDP_BENCH_ONLY=plain|pool runs one side alone; XDP_BENCH_SPLIT=1
  * prints the pool side's time in asyncpool_xsk_recv() and in
  * asyncpool_release_bulk() a frame.
+ *
+ * drain2q (since 1.12) times the receive side alone, two threads
+ * against one, with the frames already in two rx rings (below, at
+ * drain2q()); XDP_BENCH_DEBUG=1 prints each two-thread round's times;
+ * XDP_BENCH_SEPARATE=1 gives each socket a UMEM and a pool of its own
+ * (the control: nothing shared between the threads),
+ * XDP_BENCH_TWO_UMEMS=1 one pool registered as two UMEMs (the pool
+ * shared, the backend's per-frame arrays not).
  *
  * Built by `make xdp-bench` (not by make or make check); run as root.
  */
 #define _GNU_SOURCE 1
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -255,7 +269,18 @@ static struct result run_pool(double seconds)
 	bool single = getenv("XDP_BENCH_SINGLE") != NULL;
 	int rc;
 
-	if (asyncpool_slab_create(&sl, &slab) || asyncpool_proactor_create_memory(&p) ||
+	struct asyncpool_shared_options sho = { .size = sizeof(sho), .buffer_size = FSIZE,
+						.buffer_count = FRAMES };
+	struct asyncpool_shared *sp = NULL;
+
+	/* XDP_BENCH_SHARED=1: a shared pool (asyncpool_shared_create()'s memfd,
+	 * an attachment: the summary of where the frames are is written). */
+	if (getenv("XDP_BENCH_SHARED")) {
+		if (asyncpool_shared_create(&sho, &sp) ||
+		    asyncpool_xdp_create(asyncpool_shared_pool(sp), NULL, &x))
+			exit(1);
+		pool = asyncpool_shared_pool(sp);
+	} else if (asyncpool_slab_create(&sl, &slab) || asyncpool_proactor_create_memory(&p) ||
 	    asyncpool_proactor_register_slab(p, slab, ASYNCPOOL_ACCESS_READ, &r) ||
 	    (getenv("XDP_BENCH_CACHE") ? asyncpool_create_opts(r, &po, &pool) : asyncpool_create(r, &pool)) ||
 	    asyncpool_xdp_create(pool, NULL, &x))
@@ -336,11 +361,259 @@ static struct result run_pool(double seconds)
 	asyncpool_cache_flush_all(pool);
 	if (asyncpool_available(pool) != FRAMES)
 		fprintf(stderr, "pool: %zu of %u frames back\n", asyncpool_available(pool), FRAMES);
+	if (sp) {
+		asyncpool_shared_close(sp);
+		return res;
+	}
 	asyncpool_destroy(pool);
 	asyncpool_region_unref(r);
 	asyncpool_slab_unref(slab);
 	asyncpool_proactor_destroy(p);
 	return res;
+}
+
+static double median(double *v, int n);
+
+/* ---------------------------------------------------------------- drain2q */
+
+/*
+ * drain2q: two threads against one, the receive side alone, where the
+ * sender cannot be the bound.  A veth with two queues, a socket on each
+ * (one pool, one UMEM); each round first puts DRAIN_N frames in each rx
+ * ring (sent from this thread pinned to CPU 0, then to CPU 1: a frame
+ * sent on CPU q lands on queue q), waits until the kernel has put them
+ * all there, then times their receipt: receive, read, release, refill,
+ * until both rings are empty, by one thread reading both sockets or by
+ * two threads, a socket and a CPU each.  The kernel's copy into the
+ * frames happened before the clock starts: what is timed is the
+ * library's receive path and the program's, on two CPUs or one.
+ */
+#define DRAIN_N 2000u
+#define DRAIN_BLOCK 8u
+
+struct drainer {
+	struct asyncpool_xsk *s[2];
+	unsigned nsock;
+	unsigned long frames;
+	uint64_t t_end;
+	_Atomic unsigned go, done, spin;
+	pthread_t th;
+};
+
+/* Receive, read and release until every socket's rx ring is empty. */
+static void drain(struct drainer *d)
+{
+	struct asyncpool_lease l[BATCH];
+	unsigned idle = 0;
+
+	while (idle < d->nsock * 2) {
+		idle++;
+		for (unsigned i = 0; i < d->nsock; i++) {
+			int k = asyncpool_xsk_recv(d->s[i], l, BATCH);
+
+			if (k <= 0)
+				continue;
+			idle = 0;
+			for (int j = 0; j < k; j++)
+				touch(asyncpool_span_ptr(l[j].span), (uint32_t)l[j].span.length);
+			asyncpool_release_bulk(l, (unsigned int)k);
+			d->frames += (unsigned long)k;
+		}
+	}
+	d->t_end = ns_now(CLOCK_MONOTONIC);
+}
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	(void)sched_setaffinity(0, sizeof(set), &set);
+}
+
+/* The second thread: on CPU 1, a drain per round it is told to start. */
+static void *drain_thread(void *arg)
+{
+	struct drainer *d = arg;
+	unsigned seen = 0;
+
+	pin(1);
+	for (;;) {
+		unsigned go;
+
+		/* Spins only in a block of two-thread rounds (spin 1), else naps. */
+		while ((go = atomic_load(&d->go)) == seen) {
+			if (atomic_load(&d->spin))
+				__builtin_ia32_pause();
+			else
+				usleep(200);
+		}
+		if (go == ~0u)
+			return NULL;
+		seen = go;
+		d->frames = 0;
+		drain(d);
+		atomic_store(&d->done, go);
+	}
+}
+
+/* n test frames into va from the CPU we run on. */
+static void send_n(int fd, unsigned n)
+{
+	static uint8_t frames[BATCH][XT_FRAME_LEN];
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_ifindex = (int)if_nametoindex("va"),
+				   .sll_halen = 6 };
+	struct mmsghdr m[BATCH];
+	struct iovec iov[BATCH];
+
+	memcpy(sll.sll_addr, mac_vb, 6);
+	memset(m, 0, sizeof(m));
+	for (unsigned i = 0; i < BATCH; i++) {
+		xt_frame(frames[i], XT_FRAME_LEN, mac_vb, mac_va, i);
+		iov[i] = (struct iovec){ .iov_base = frames[i], .iov_len = XT_FRAME_LEN };
+		m[i].msg_hdr.msg_iov = &iov[i];
+		m[i].msg_hdr.msg_iovlen = 1;
+		m[i].msg_hdr.msg_name = &sll;
+		m[i].msg_hdr.msg_namelen = sizeof(sll);
+	}
+	for (unsigned sent = 0, tries = 0; sent < n && tries < 100000; tries++) {
+		int k = sendmmsg(fd, m, n - sent < BATCH ? n - sent : BATCH, 0);
+
+		if (k > 0)
+			sent += (unsigned)k;
+	}
+}
+
+static int drain2q(int rounds)
+{
+	struct asyncpool_slab_options sl = { .size = sizeof(sl), .buffer_size = FSIZE,
+					     .buffer_count = 2 * FRAMES, .numa_node = -1,
+					     .flags = ASYNCPOOL_SLAB_POPULATE };
+	struct asyncpool_xsk_options so = { .size = sizeof(so), .ifname = "vb", .ring_size = RING };
+	struct asyncpool_proactor *p;
+	struct asyncpool_region *r;
+	struct asyncpool_slab *slab;
+	struct asyncpool *pool;
+	struct asyncpool_xdp *xs[2];
+	struct asyncpool_xsk *s[2];
+	struct drainer one, two;
+	/* XDP_BENCH_SEPARATE=1: a UMEM and a pool per socket, the control:
+	 * the same code with nothing shared between the threads. */
+	const unsigned nx = getenv("XDP_BENCH_SEPARATE") || getenv("XDP_BENCH_TWO_UMEMS") ? 2 : 1;
+	/* XDP_BENCH_TWO_UMEMS=1: one pool, registered as a UMEM twice (a
+	 * socket on each): the pool shared, the UMEMs' own arrays not. */
+	const bool two_umems = getenv("XDP_BENCH_TWO_UMEMS") != NULL;
+	static double f1[1000], f2[1000];
+	unsigned long short_rounds = 0, split[2] = { 0, 0 };
+	struct asyncpool_options po = { .size = sizeof(po),
+					.cache_size = (uint32_t)atoi(getenv("XDP_BENCH_CACHE") ?: "0") };
+	int fd = socket(AF_PACKET, SOCK_RAW, 0), on = 1;
+
+	if (fd < 0 || setsockopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &on, sizeof(on)) ||
+	    asyncpool_proactor_create_memory(&p))
+		return 1;
+	for (unsigned k = 0; k < nx; k++)
+		if (k && two_umems ? asyncpool_xdp_create(pool, NULL, &xs[k]) :
+		    asyncpool_slab_create(&sl, &slab) ||
+		    asyncpool_proactor_register_slab(p, slab, ASYNCPOOL_ACCESS_READ, &r) ||
+		    (getenv("XDP_BENCH_CACHE") ? asyncpool_create_opts(r, &po, &pool) :
+						 asyncpool_create(r, &pool)) ||
+		    asyncpool_xdp_create(pool, NULL, &xs[k]))
+			return 1;
+	for (unsigned q = 0; q < 2; q++) {
+		struct asyncpool_xdp *x = xs[nx == 2 ? q : 0];
+		int rc;
+
+		so.queue = q;
+		for (int tries = 0; (rc = asyncpool_xsk_open(x, &so, &s[q])) == -EBUSY && tries < 2000;
+		     tries++)
+			usleep(1000);
+		if (rc) {
+			fprintf(stderr, "asyncpool_xsk_open queue %u: %s\n", q, strerror(-rc));
+			return 1;
+		}
+	}
+	memset(&one, 0, sizeof(one));
+	memset(&two, 0, sizeof(two));
+	one.s[0] = s[0], one.s[1] = s[1], one.nsock = 2;
+	two.s[0] = s[1], two.nsock = 1;
+	if (pthread_create(&two.th, NULL, drain_thread, &two))
+		return 1;
+	printf("# drain2q: %d rounds each way, %u frames a queue a round, in blocks of %u rounds"
+	       " (the first of each not counted: the frames change owner), alternating; %s\n",
+	       rounds, DRAIN_N, DRAIN_BLOCK, two_umems ? "one pool, a UMEM per socket" :
+	       nx == 2 ? "a UMEM and a pool per socket" : "one UMEM, one pool");
+	for (int i = 0, n1 = 0, n2 = 0; n1 < rounds || n2 < rounds; i++) {
+		bool both = (i / DRAIN_BLOCK) % 2, counted = i % DRAIN_BLOCK != 0;
+		struct asyncpool_xdp_places pl = { .size = sizeof(pl) };
+		uint64_t t0, t;
+
+		atomic_store(&two.spin, both);
+		/* Fill: DRAIN_N frames on each queue; wait until all are in the rings. */
+		for (int q = 0; q < 2; q++) {
+			pin(q);
+			send_n(fd, DRAIN_N);
+		}
+		pin(0);
+		for (int w = 0; w < 5000; w++) {
+			uint32_t rx = 0;
+
+			for (unsigned k = 0; k < nx; k++) {
+				asyncpool_xdp_places(xs[k], &pl);
+				rx += pl.rx;
+			}
+			pl.rx = rx;
+			if (pl.rx >= 2 * DRAIN_N)
+				break;
+			usleep(200);
+		}
+		short_rounds += pl.rx < 2 * DRAIN_N;
+		one.frames = 0;
+		/* Both CPUs busy when the clock starts, as the second thread's is
+		 * (it spins): a CPU back from a nap runs slower for a while. */
+		for (uint64_t until = ns_now(CLOCK_MONOTONIC) + 500000; ns_now(CLOCK_MONOTONIC) < until;)
+			__builtin_ia32_pause();
+		t0 = ns_now(CLOCK_MONOTONIC);
+		if (both) {
+			struct drainer mine = { .s = { s[0] }, .nsock = 1 };
+
+			atomic_store(&two.go, (unsigned)i + 1);
+			drain(&mine);
+			while (atomic_load(&two.done) != (unsigned)i + 1)
+				__builtin_ia32_pause();
+			t = (mine.t_end > two.t_end ? mine.t_end : two.t_end) - t0;
+			if (getenv("XDP_BENCH_DEBUG"))
+				fprintf(stderr, "round %d: cpu0 %lu frames %.1f us, cpu1 %lu frames %.1f us\n", i,
+					mine.frames, (mine.t_end - t0) / 1e3, two.frames, (two.t_end - t0) / 1e3);
+			if (counted && n2 < rounds) {
+				f2[n2++] = (mine.frames + two.frames) / (t / 1e9);
+				split[0] += mine.frames;
+				split[1] += two.frames;
+			}
+		} else {
+			drain(&one);
+			t = one.t_end - t0;
+			if (counted && n1 < rounds)
+				f1[n1++] = one.frames / (t / 1e9);
+		}
+	}
+	atomic_store(&two.go, ~0u);
+	pthread_join(two.th, NULL);
+	{
+		double m1 = median(f1, rounds), m2 = median(f2, rounds);
+
+		printf("one thread, both sockets:  median %.0f frames/s\n", m1);
+		printf("two threads, a socket each: median %.0f frames/s (queue 0 %lu, queue 1 %lu frames)\n",
+		       m2, split[0], split[1]);
+		printf("two threads / one: %.2f; rounds short of %u frames in the rings: %lu\n", m2 / m1,
+		       2 * DRAIN_N, short_rounds);
+	}
+	asyncpool_xsk_close(s[1]);
+	asyncpool_xsk_close(s[0]);
+	for (unsigned k = 0; k < nx; k++)
+		asyncpool_xdp_destroy(xs[k]);
+	return 0;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -368,8 +641,21 @@ int main(int argc, char **argv)
 	const char *only = getenv("XDP_BENCH_ONLY");
 
 	fwd = argc > 3 && !strcmp(argv[3], "fwd");
+	if (argc > 3 && !strcmp(argv[3], "drain2q")) {
+		if (runs < 1 || runs > 1000 || xt_netns(why, sizeof(why)) ||
+		    xt_veth_queues("va", "vb", 2, why, sizeof(why))) {
+			fprintf(stderr, "xdp-bench drain2q: %s\n", runs < 1 || runs > 1000 ?
+				"1 to 1000 rounds" : why);
+			return 77;
+		}
+		xt_mac("va", mac_va);
+		xt_mac("vb", mac_vb);
+		if (system("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 >/dev/null 2>&1"))
+			fprintf(stderr, "# IPv6 stays on\n");
+		return drain2q(runs);
+	}
 	if (runs < 1 || runs > 64 || seconds <= 0) {
-		fprintf(stderr, "usage: xdp-bench [SECONDS-PER-RUN [RUNS(1-64) [rxdrop|fwd]]]\n");
+		fprintf(stderr, "usage: xdp-bench [SECONDS-PER-RUN [RUNS(1-64) [rxdrop|fwd]]] | 1 ROUNDS drain2q\n");
 		return 2;
 	}
 	if (xt_netns(why, sizeof(why)) || xt_veth("va", "vb", why, sizeof(why))) {
