@@ -245,38 +245,40 @@ static inline uint32_t sum_take(uint32_t *held, uint32_t n)
 	return n;
 }
 
-/* Under rx_lock: the fill side of s, published (fill ring, kernel, rx ring). */
-static inline void sum_rx(struct asyncpool_xsk *s)
-{
-	uint32_t held, fill, rx;
+/*
+ * One side of s, published: of its held frames, those in the ring we
+ * produce to (fill, tx: place base), those in the ring the kernel
+ * produces to (rx, completion: base + 2), the rest the kernel's
+ * (base + 1).  Under the side's lock (rx_lock, tx_lock).
+ */
+_Static_assert(AP_XS_KERNEL_RX == AP_XS_FILL + 1 && AP_XS_RX == AP_XS_FILL + 2 &&
+	       AP_XS_KERNEL_TX == AP_XS_TX + 1 && AP_XS_COMPLETION == AP_XS_TX + 2,
+	       "sum_side(): a side's three places in a row");
 
-	if (!s->x->sum)
-		return;
-	held = (uint32_t)AP_XCNT(s->in_fill);
-	fill = sum_take(&held, s->fill.cached_prod -
-			       atomic_load_explicit(s->fill.cons, memory_order_relaxed));
-	rx = sum_take(&held, atomic_load_explicit(s->rx.prod, memory_order_relaxed) -
-			     s->rx.cached_cons);
-	sum_put(s, AP_XS_FILL, fill);
-	sum_put(s, AP_XS_RX, rx);
-	sum_put(s, AP_XS_KERNEL_RX, held);
+static inline void sum_side(struct asyncpool_xsk *s, uint64_t count, const struct ap_xring *out,
+			    const struct ap_xring *back, unsigned int base)
+{
+	uint32_t held = (uint32_t)count;
+	uint32_t in_out = sum_take(&held, out->cached_prod -
+					  atomic_load_explicit(out->cons, memory_order_relaxed));
+	uint32_t in_back = sum_take(&held, atomic_load_explicit(back->prod, memory_order_relaxed) -
+					   back->cached_cons);
+
+	sum_put(s, base, in_out);
+	sum_put(s, base + 2, in_back);
+	sum_put(s, base + 1, held);
 }
 
-/* Under tx_lock: the tx side of s, published (tx ring, kernel, completion ring). */
+static inline void sum_rx(struct asyncpool_xsk *s)
+{
+	if (s->x->sum)
+		sum_side(s, AP_XCNT(s->in_fill), &s->fill, &s->rx, AP_XS_FILL);
+}
+
 static void sum_tx(struct asyncpool_xsk *s)
 {
-	uint32_t held, tx, comp;
-
-	if (!s->x->sum)
-		return;
-	held = (uint32_t)AP_XCNT(s->in_tx);
-	tx = sum_take(&held, s->tx.cached_prod -
-			     atomic_load_explicit(s->tx.cons, memory_order_relaxed));
-	comp = sum_take(&held, atomic_load_explicit(s->comp.prod, memory_order_relaxed) -
-			       s->comp.cached_cons);
-	sum_put(s, AP_XS_TX, tx);
-	sum_put(s, AP_XS_COMPLETION, comp);
-	sum_put(s, AP_XS_KERNEL_TX, held);
+	if (s->x->sum)
+		sum_side(s, AP_XCNT(s->in_tx), &s->tx, &s->comp, AP_XS_TX);
 }
 
 /* ---------------------------------------------------------------- the UMEM */
