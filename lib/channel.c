@@ -735,14 +735,6 @@ _Atomic uint32_t ap_test_hook_peer_checks;
 #define AP_PEER_LIVE_NS() ((uint64_t)AP_PEER_LIVE_MS * 1000000u)
 #endif
 
-static uint64_t coarse_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * Whether the attachment holding end word v is alive: an fcntl(2) on
  * its lock (attach_live.h) when it is another process's, which a wait
@@ -755,7 +747,7 @@ static uint64_t coarse_ns(void)
  */
 static bool peer_alive(struct asyncpool_channel *e, uint64_t v, bool force)
 {
-	uint64_t now = coarse_ns();
+	uint64_t now = ap_coarse_ns();
 
 	if (!force && v == e->live_v && now - e->live_ns < AP_PEER_LIVE_NS())
 		return true;

@@ -675,11 +675,8 @@ unlock:
  */
 int ap_reclaim_auto(struct asyncpool *pool)
 {
-	struct timespec ts;
-	uint64_t now, after;
+	uint64_t now = ap_coarse_ns(), after;
 
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	after = atomic_load_explicit(&pool->reclaim_after, memory_order_relaxed);
 	if (now < after ||
 	    !atomic_compare_exchange_strong_explicit(&pool->reclaim_after, &after,

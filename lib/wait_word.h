@@ -119,6 +119,16 @@ static inline bool ap_deadline_passed(const struct timespec *d)
 	return now.tv_sec > d->tv_sec || (now.tv_sec == d->tv_sec && now.tv_nsec >= d->tv_nsec);
 }
 
+/* CLOCK_MONOTONIC_COARSE in ns, for rate limits: a vDSO read of a few
+ * ns, up to a jiffy (1 to 10 ms) old. */
+static inline uint64_t ap_coarse_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /*
  * After a CAS of the head that linked buffers in: wake the waiters if
  * there are any.  One load when there are none.
