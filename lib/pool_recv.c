@@ -15,7 +15,8 @@
  * is checked against the slot (in range, holding a lease), never used
  * to index the pool.  One thread at a time per ring; no lock.  Each
  * call checks that the ring is this process's (a child after fork(2)
- * gets -EPERM): the pid without a system call (self_pid.c).
+ * gets -EPERM): the pid without a system call (self_pid.c), as
+ * ur_foreign() and the socket backend's zc_forked() ask it.
  */
 #include "internal.h"
 #include "self_pid.h"

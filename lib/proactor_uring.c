@@ -441,7 +441,7 @@ AP_EXPORT int asyncpool_proactor_create_uring(struct io_uring *ring, uint32_t fl
 	if (!u)
 		return -ENOMEM;
 	u->ring = ring;
-	u->pid = getpid();
+	u->pid = ap_self_pid();
 	u->owner = ap_gettid();
 	u->features = features;
 	if (!(ring->features & IORING_FEAT_RECVSEND_BUNDLE))

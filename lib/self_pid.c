@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The calling process's pid for the checks "is this object still ours
- * after fork(2)?" that a call makes every time (pool_recv.c): glibc's
+ * after fork(2)?" that a call makes every time (pool_recv.c, the io_uring
+ * proactor's ur_foreign(), the socket backend's zc_forked()): glibc's
  * getpid() is a system call since 2.25, which dropped its cache because
  * a child made by clone(2) found the parent's pid there.
  *

@@ -11,6 +11,7 @@
 
 #include "internal.h"
 #include "uring_compat.h"
+#include "self_pid.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -60,7 +61,7 @@ static inline struct ur_proactor *ur_of(struct asyncpool_proactor *p)
 /* In a child after fork(), the ring is the parent's: hands off. */
 static inline bool ur_foreign(const struct ur_proactor *u)
 {
-	return getpid() != u->pid;
+	return ap_self_pid() != u->pid;   /* no system call a call: self_pid.c */
 }
 
 /* A kernel that does not know a registration opcode answers -EINVAL. */

@@ -23,6 +23,7 @@
  * (as one thread owns a ring); the leases' releases are thread-safe.
  */
 #include "internal.h"
+#include "self_pid.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -119,7 +120,7 @@ out:
  * same socket: it sends nothing, reads no completion, releases nothing. */
 static bool zc_forked(const struct asyncpool_zc *zs)
 {
-	return zs->pid != getpid();
+	return zs->pid != ap_self_pid();  /* no system call a send: self_pid.c */
 }
 
 #ifdef ASYNCPOOL_TEST_HOOKS
@@ -209,7 +210,7 @@ AP_EXPORT int asyncpool_zc_open(int fd, const struct asyncpool_zc_options *opts,
 	for (uint32_t i = 0; i < zs->nrecs; i++)
 		zs->recs[i].next_free = i + 1 < zs->nrecs ? i + 1 : AP_ZC_NONE;
 	zs->free_rec = 0;
-	zs->pid = getpid();
+	zs->pid = ap_self_pid();
 	zs->flags = o.flags;
 	zs->fallback_after = o.fallback_after ? o.fallback_after : ASYNCPOOL_ZC_FALLBACK_AFTER;
 	zs->zerocopy = !(o.flags & ASYNCPOOL_ZC_COPY);
