@@ -821,8 +821,21 @@ static int refill_locked(struct asyncpool_xsk *s, unsigned int max)
 		max = 0;
 	while (done < max) {
 		uint32_t room = ring_prod_free(&s->fill, s->fill_batch), n, at;
+		/*
+		 * No more frames on the receive side (fill ring, kernel, rx
+		 * ring) than the rx ring holds: the kernel can place a frame
+		 * only where the rx ring has room, so a frame beyond that
+		 * would only wait in the fill ring.  After a burst the ring
+		 * is then refilled as its frames are received, from what
+		 * the caller released, not with a ring's worth from the
+		 * freelist while the burst's own frames pile up behind.
+		 */
+		uint64_t held = AP_XCNT(s->in_fill);
+		uint32_t budget = held < s->fill.size ? s->fill.size - (uint32_t)held : 0;
 		int rc;
 
+		if (budget < room)
+			room = budget;
 		n = max - done;
 		if (n > room)
 			n = room;

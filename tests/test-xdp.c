@@ -395,6 +395,61 @@ static void test_receive(struct asyncpool *pool, struct asyncpool_xsk *s, uint32
 	close(pk);
 }
 
+/*
+ * How full the fill ring is kept (since 1.13): no more frames on the
+ * receiving side (fill ring, kernel, rx ring: in_fill) than the ring
+ * holds, as the kernel can use no more.  300 frames wait in the rx
+ * ring; a receive of 64 (held) refills 64, not the fill ring's room; a
+ * refill asked for more adds nothing; each receive after refills what
+ * it took, from what the caller released.
+ */
+static void test_fill_bound(struct asyncpool *pool, struct asyncpool_xdp *x,
+			    struct asyncpool_xsk *s)
+{
+	struct asyncpool_xsk_stats st = { .size = sizeof(st) };
+	struct asyncpool_xdp_places pl = { .size = sizeof(pl) };
+	struct asyncpool_lease l[64];
+	unsigned int wrong = 0, got = 0;
+	int pk = xt_packet_socket("va", 200), k;
+
+	if (pk < 0)
+		bail_out("a packet socket on va");
+	/* A receive of less than a batch left the rest (asyncpool_xsk_refill(3)). */
+	asyncpool_xsk_stats(s, &st);
+	ok(st.in_fill > RING - 64 && st.in_fill <= RING, "fill bound: less than a batch short at rest");
+	is_int(asyncpool_xsk_refill(s, RING - (unsigned int)st.in_fill), (int)(RING - st.in_fill),
+	       "fill bound: the rest refilled when asked for");
+	asyncpool_xsk_stats(s, &st);
+	is_int(st.in_fill, RING, "fill bound: a ring's worth on the receiving side");
+	for (uint32_t i = 0; i < 300; i++)
+		if (xt_send(pk, mac_vb, mac_va, i))
+			bail_out("send from va");
+	for (int i = 0; i < 2000 && !asyncpool_xdp_places(x, &pl) && pl.rx < 300; i++)
+		usleep(1000);
+	ok(pl.rx >= 300, "fill bound: %u frames in the rx ring", pl.rx);
+	k = asyncpool_xsk_recv(s, l, 64);
+	is_int(k, 64, "fill bound: a receive of 64");
+	asyncpool_xsk_stats(s, &st);
+	is_int(st.in_fill, RING, "fill bound: the 64 taken refilled, no more (in_fill)");
+	asyncpool_xdp_places(x, &pl);
+	is_int(pl.fill + pl.kernel_rx, RING - pl.rx, "fill bound: the fill ring holds the rx ring's room");
+	is_int(asyncpool_available(pool), FRAMES - RING - 64,
+	       "fill bound: the pool gave the 64 only (64 leased)");
+	is_int(asyncpool_xsk_refill(s, RING), 0, "fill bound: a refill asked for more adds none");
+	asyncpool_release_bulk(l, 64);
+	while ((k = asyncpool_xsk_recv(s, l, 64)) > 0) {
+		got += (unsigned int)k;
+		asyncpool_xsk_stats(s, &st);
+		wrong += st.in_fill > RING || st.in_fill <= RING - 64;
+		asyncpool_release_bulk(l, (unsigned int)k);
+	}
+	ok(got >= 236, "fill bound: the other %u received", got);
+	is_int(wrong, 0, "fill bound: after each receive, a ring's worth, less than a batch short");
+	asyncpool_xsk_stats(s, &st);
+	is_int(asyncpool_available(pool), FRAMES - st.in_fill, "fill bound: the rest in the pool");
+	close(pk);
+}
+
 /* n leases acquired, written and sent on s (vb): they arrive at va, and come back. */
 static void test_send(struct asyncpool *pool, struct asyncpool_xsk *s, uint32_t n)
 {
@@ -734,6 +789,7 @@ int main(void)
 	is_int(asyncpool_xdp_destroy(x), -EBUSY, "destroy with a socket open: -EBUSY");
 
 	test_receive(pool, a, 4000);
+	test_fill_bound(pool, x, a);
 	test_send(pool, a, 300);
 	test_bad_sends(pool, a);
 	test_places(pool, x, a);
