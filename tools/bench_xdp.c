@@ -59,6 +59,7 @@
 #define BX_RING   2048u
 #define BX_BATCH  64u
 #define BX_REPS_MAX 64u
+#define BX_OVERRAN "the frame stack's fill ring overran the kernel's consumer: no measure"
 
 struct bx_side {
 	double fps, work_ns;
@@ -102,8 +103,16 @@ static int bx_plain(bool fwd, double seconds, struct bx_side *out)
 				      .frame_size = BX_FSIZE, .frame_headroom = 0, .flags = 0 };
 	struct xsk_socket_config sc = { .rx_size = BX_RING, .tx_size = BX_RING,
 					.bind_flags = XDP_COPY | XDP_USE_NEED_WAKEUP };
-	struct xsk_ring_prod fq, tx;
-	struct xsk_ring_cons cq, rx;
+	/*
+	 * Zeroed: libxdp 1.3's xsk_umem__create() sets the fill ring's
+	 * cached_cons but not its cached_prod (xdpsock callocs them).  A
+	 * stack's garbage there made the first submit move the producer
+	 * far past the consumer: the kernel then read stale entries,
+	 * wrote many frames into the same few, and the stack never ran
+	 * out (until 1.13 this side was measured so).
+	 */
+	struct xsk_ring_prod fq = { 0 }, tx = { 0 };
+	struct xsk_ring_cons cq = { 0 }, rx = { 0 };
 	struct xsk_umem *umem;
 	struct xsk_socket *xsk;
 	static uint64_t stack[BX_FRAMES];
@@ -204,6 +213,16 @@ static int bx_plain(bool fwd, double seconds, struct bx_side *out)
 		}
 		frames += got;
 		work += bx_now() - t1;
+	}
+	/*
+	 * The stack's own check: its producer never more than a ring past
+	 * the consumer the kernel published (past it, the kernel reads
+	 * entries it had read before: frames twice, the measure void).
+	 */
+	if (__atomic_load_n(fq.producer, __ATOMIC_ACQUIRE) -
+	    __atomic_load_n(fq.consumer, __ATOMIC_ACQUIRE) > fq.size) {
+		rc = -EUCLEAN;          /* bx_child() says why */
+		goto out;
 	}
 	out->frames = frames;
 	out->fps = frames / ((bx_now() - t0) / 1e9);
@@ -538,7 +557,9 @@ static void bx_child(bool fwd, double seconds, unsigned reps, struct bx_report *
 	/* A warm-up of each side: the program attached, pages and caches. */
 	memset(&a, 0, sizeof(a));
 	if ((rc = bx_plain(fwd, 0.1, &a)) || (rc = bx_pool(fwd, 0.1, &a, &rep->lost))) {
-		snprintf(rep->why, sizeof(rep->why), "an AF_XDP socket on a veth: %s", strerror(-rc));
+		snprintf(rep->why, sizeof(rep->why), "%s: %s",
+			 rc == -EUCLEAN ? "the warm-up" : "an AF_XDP socket on a veth",
+			 rc == -EUCLEAN ? BX_OVERRAN : strerror(-rc));
 		goto out;
 	}
 	for (unsigned i = 0; i < reps; i++) {
@@ -550,7 +571,8 @@ static void bx_child(bool fwd, double seconds, unsigned reps, struct bx_report *
 		else
 			rc = bx_plain(fwd, seconds, &a) ?: bx_pool(fwd, seconds, &b, &rep->lost);
 		if (rc) {
-			snprintf(rep->why, sizeof(rep->why), "repetition %u: %s", i, strerror(-rc));
+			snprintf(rep->why, sizeof(rep->why), "repetition %u: %s", i,
+				 rc == -EUCLEAN ? BX_OVERRAN : strerror(-rc));
 			goto out;
 		}
 		rep->plain_fps[i] = a.fps;

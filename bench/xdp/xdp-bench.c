@@ -142,8 +142,16 @@ static struct result run_plain(double seconds)
 				      .frame_headroom = 0, .flags = 0 };
 	struct xsk_socket_config sc = { .rx_size = RING, .tx_size = RING,
 					.bind_flags = XDP_COPY | XDP_USE_NEED_WAKEUP };
-	struct xsk_ring_prod fq, tx;
-	struct xsk_ring_cons cq, rx;
+	/*
+	 * Zeroed: libxdp 1.3's xsk_umem__create() sets the fill ring's
+	 * cached_cons but not its cached_prod (xdpsock callocs them).  A
+	 * stack's garbage there made the first submit move the producer
+	 * far past the consumer: the kernel then read stale entries,
+	 * wrote many frames into the same few, and the stack never ran
+	 * out (until 1.13 this side was measured so).
+	 */
+	struct xsk_ring_prod fq = { 0 }, tx = { 0 };
+	struct xsk_ring_cons cq = { 0 }, rx = { 0 };
 	struct xsk_umem *umem;
 	struct xsk_socket *xsk;
 	struct result res = { 0 };
@@ -234,6 +242,12 @@ static struct result run_plain(double seconds)
 		frames += rcvd;
 		res.batches++;
 		work += ns_now(CLOCK_MONOTONIC) - t1;
+	}
+	/* Never more than a ring past the kernel's consumer (tools/bench_xdp.c). */
+	if (__atomic_load_n(fq.producer, __ATOMIC_ACQUIRE) -
+	    __atomic_load_n(fq.consumer, __ATOMIC_ACQUIRE) > fq.size) {
+		fprintf(stderr, "xdp-bench: the frame stack's fill ring overran the kernel's consumer\n");
+		exit(1);
 	}
 	res.frames = frames;
 	res.fps = frames / ((ns_now(CLOCK_MONOTONIC) - t0) / 1e9);
