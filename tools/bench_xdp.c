@@ -78,6 +78,8 @@ struct bx_report {
 };
 
 static uint8_t bx_mac_va[6], bx_mac_vb[6];
+/* The frame stack's ring overran (bx_plain()): its -EUCLEAN is that. */
+static bool bx_overran;
 /* Per thread: the two-queue case touches frames on two threads. */
 static _Thread_local volatile uint64_t bx_sink;
 
@@ -221,7 +223,8 @@ static int bx_plain(bool fwd, double seconds, struct bx_side *out)
 	 */
 	if (__atomic_load_n(fq.producer, __ATOMIC_ACQUIRE) -
 	    __atomic_load_n(fq.consumer, __ATOMIC_ACQUIRE) > fq.size) {
-		rc = -EUCLEAN;          /* bx_child() says why */
+		bx_overran = true;      /* bx_child() says so */
+		rc = -EUCLEAN;
 		goto out;
 	}
 	out->frames = frames;
@@ -558,8 +561,8 @@ static void bx_child(bool fwd, double seconds, unsigned reps, struct bx_report *
 	memset(&a, 0, sizeof(a));
 	if ((rc = bx_plain(fwd, 0.1, &a)) || (rc = bx_pool(fwd, 0.1, &a, &rep->lost))) {
 		snprintf(rep->why, sizeof(rep->why), "%s: %s",
-			 rc == -EUCLEAN ? "the warm-up" : "an AF_XDP socket on a veth",
-			 rc == -EUCLEAN ? BX_OVERRAN : strerror(-rc));
+			 bx_overran ? "the warm-up" : "an AF_XDP socket on a veth",
+			 bx_overran ? BX_OVERRAN : strerror(-rc));
 		goto out;
 	}
 	for (unsigned i = 0; i < reps; i++) {
@@ -572,7 +575,7 @@ static void bx_child(bool fwd, double seconds, unsigned reps, struct bx_report *
 			rc = bx_plain(fwd, seconds, &a) ?: bx_pool(fwd, seconds, &b, &rep->lost);
 		if (rc) {
 			snprintf(rep->why, sizeof(rep->why), "repetition %u: %s", i,
-				 rc == -EUCLEAN ? BX_OVERRAN : strerror(-rc));
+				 bx_overran ? BX_OVERRAN : strerror(-rc));
 			goto out;
 		}
 		rep->plain_fps[i] = a.fps;

@@ -375,8 +375,8 @@ for n in "${names[@]}"; do
 		.mutant-original .mutant-replacement "$file"
 	touch "$file"
 	verdict= by=
-	# shellcheck disable=SC2086
 	# (a mutant of the tool rebuilds it: the scripts that run it name no program)
+	# shellcheck disable=SC2086
 	if ! make -j"$jobs" lib/libasyncpool.la tests/libasyncpool-testhooks.la \
 	     $(case $file in tools/*) echo "tools/asyncpool" ;; esac) \
 	     $(for t in $tests; do case $t in *.sh) ;; *) echo "$t" ;; esac; done) \
