@@ -831,7 +831,7 @@ static int refill_locked(struct asyncpool_xsk *s, unsigned int max)
 		 * freelist while the burst's own frames pile up behind.
 		 */
 		uint64_t held = AP_XCNT(s->in_fill);
-		uint32_t budget = held < s->fill.size ? s->fill.size - (uint32_t)held : 0;
+		uint32_t budget = held < s->rx.size ? s->rx.size - (uint32_t)held : 0;
 		int rc;
 
 		if (budget < room)
